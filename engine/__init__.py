@@ -1,0 +1,1 @@
+"""KernelBrain engine: kernel index, rules, evaluation, search, profiling."""

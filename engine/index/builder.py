@@ -1,0 +1,390 @@
+"""Build a `FileIndex` from Python source with the standard `ast` module.
+
+Never imports triton (the language server depends on this) and never raises on bad input:
+a file with syntax errors is parsed chunk by chunk, so the kernels in the intact parts are
+still found, and the errors are returned alongside.
+"""
+
+from __future__ import annotations
+
+import ast
+import hashlib
+from dataclasses import dataclass, field
+
+import msgspec
+
+from .model import AutotuneConfig, FileIndex, Kernel, LaunchSite, Launcher, Param, ParseError, Span
+
+TRITON_DECORATORS = ("triton.jit", "triton.autotune", "triton.heuristics")
+_MAX_RECOVERY_ATTEMPTS = 25
+
+
+@dataclass
+class ImportAliases:
+    """How this file spells `triton` and `triton.language` (aliases, from-imports)."""
+
+    names: dict[str, str] = field(default_factory=dict)  # local name -> canonical dotted name
+
+    def canonical(self, node: ast.AST) -> str | None:
+        """`tl.constexpr` -> `triton.language.constexpr`, `jit` -> `triton.jit`, etc."""
+        parts: list[str] = []
+        while isinstance(node, ast.Attribute):
+            parts.append(node.attr)
+            node = node.value
+        if not isinstance(node, ast.Name):
+            return None
+        # `tl` is so conventional that an unimported `tl` (a snippet, a broken file) still means it.
+        head = self.names.get(node.id, "triton.language" if node.id == "tl" else node.id)
+        return ".".join([head, *reversed(parts)])
+
+    def is_triton(self, node: ast.AST, dotted: str) -> bool:
+        return self.canonical(node) == dotted
+
+
+@dataclass
+class ParsedModule:
+    """The index plus the syntax tree nodes the static rules need."""
+
+    path: str
+    source: str
+    lines: list[str]
+    tree: ast.Module | None
+    index: FileIndex
+    aliases: ImportAliases
+    kernel_nodes: dict[str, ast.FunctionDef] = field(default_factory=dict)
+    launch_nodes: list[tuple[LaunchSite, ast.Call]] = field(default_factory=list)
+    function_nodes: dict[str, ast.FunctionDef] = field(default_factory=dict)
+    module_constants: dict[str, ast.expr] = field(default_factory=dict)
+
+    def span(self, node: ast.AST) -> Span:
+        return node_span(self.lines, node)
+
+    def text(self, node: ast.AST) -> str:
+        return ast.unparse(node)
+
+
+def source_hash(source: str) -> str:
+    return hashlib.sha256(source.encode("utf-8", "surrogatepass")).hexdigest()[:16]
+
+
+def build_index(source: str, path: str = "<memory>") -> FileIndex:
+    return parse_module(source, path).index
+
+
+def parse_module(source: str, path: str = "<memory>") -> ParsedModule:
+    lines = source.splitlines()
+    tree, errors = parse_with_recovery(source)
+    aliases = _collect_aliases(tree) if tree is not None else ImportAliases()
+    pm = ParsedModule(
+        path=path,
+        source=source,
+        lines=lines,
+        tree=tree,
+        index=FileIndex(path, source_hash(source), [], [], errors, False),
+        aliases=aliases,
+    )
+    if tree is None:
+        return pm
+    _Indexer(pm).run()
+    return pm
+
+
+def parse_with_recovery(source: str) -> tuple[ast.Module | None, list[ParseError]]:
+    """Parse; on a syntax error blank out the top-level chunk holding it and try again."""
+    errors: list[ParseError] = []
+    lines = source.splitlines(keepends=True)
+    text = source
+    for _ in range(_MAX_RECOVERY_ATTEMPTS):
+        try:
+            return ast.parse(text), errors
+        except SyntaxError as exc:
+            line = max((exc.lineno or 1) - 1, 0)
+            errors.append(ParseError(exc.msg, line, max((exc.offset or 1) - 1, 0)))
+            start, end = _chunk_around(lines, min(line, max(len(lines) - 1, 0)))
+            if start >= end:
+                return None, errors
+            lines = lines[:start] + ["\n"] * (end - start) + lines[end:]
+            text = "".join(lines)
+        except (ValueError, RecursionError, MemoryError) as exc:  # e.g. NUL bytes, absurd nesting
+            errors.append(ParseError(f"{type(exc).__name__}: {exc}", 0, 0))
+            return None, errors
+    return None, errors
+
+
+def _is_chunk_start(line: str) -> bool:
+    if not line or line[0] in " \t\r\n#)]}":
+        return False
+    word = line.split(None, 1)[0].rstrip(":")
+    return word not in ("else", "elif", "except", "finally", "case")
+
+
+def _chunk_around(lines: list[str], line: int) -> tuple[int, int]:
+    start = line
+    while start > 0 and not _is_chunk_start(lines[start]):
+        start -= 1
+    while start > 0 and lines[start - 1].startswith("@"):
+        start -= 1
+    end = line + 1
+    while end < len(lines) and not _is_chunk_start(lines[end]):
+        end += 1
+    return start, max(end, start + 1)
+
+
+def _collect_aliases(tree: ast.Module) -> ImportAliases:
+    names: dict[str, str] = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for a in node.names:
+                if a.name == "triton" or a.name.startswith("triton."):
+                    names[a.asname or a.name.split(".")[0]] = a.name if a.asname else a.name.split(".")[0]
+        elif isinstance(node, ast.ImportFrom) and node.module and node.module.split(".")[0] == "triton":
+            for a in node.names:
+                names[a.asname or a.name] = f"{node.module}.{a.name}"
+    return ImportAliases(names)
+
+
+def _to_char_col(line: str, byte_col: int) -> int:
+    if line.isascii():
+        return byte_col
+    return len(line.encode("utf-8")[:byte_col].decode("utf-8", "ignore"))
+
+
+def node_span(lines: list[str], node: ast.AST) -> Span:
+    line = getattr(node, "lineno", 1) - 1
+    end_line = (getattr(node, "end_lineno", None) or line + 1) - 1
+    col = getattr(node, "col_offset", 0)
+    end_col = getattr(node, "end_col_offset", None) or col
+    if 0 <= line < len(lines):
+        col = _to_char_col(lines[line], col)
+    if 0 <= end_line < len(lines):
+        end_col = _to_char_col(lines[end_line], end_col)
+    return Span(line, col, end_line, end_col)
+
+
+def literal(node: ast.AST | None):
+    """The Python value of a literal expression, or its source text when it is not one."""
+    if node is None:
+        return None
+    try:
+        return ast.literal_eval(node)
+    except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+        return ast.unparse(node)
+
+
+class _Indexer:
+    def __init__(self, pm: ParsedModule):
+        self.pm = pm
+        self.tree = pm.tree
+        self.aliases = pm.aliases
+
+    def run(self) -> None:
+        pm = self.pm
+        assert self.tree is not None
+        for node in self.tree.body:
+            if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+                pm.module_constants[node.targets[0].id] = node.value
+        kernel_defs: dict[str, tuple[ast.FunctionDef, list[str]]] = {}
+        for node in ast.walk(self.tree):
+            if isinstance(node, ast.FunctionDef):
+                decos = [d for d in (self._decorator_name(x) for x in node.decorator_list) if d]
+                if any(d in TRITON_DECORATORS for d in decos):
+                    kernel_defs.setdefault(node.name, (node, decos))
+        launches = self._launch_sites(set(kernel_defs))
+        kernels = []
+        for name, (node, decos) in kernel_defs.items():
+            pm.kernel_nodes[name] = node
+            kernels.append(self._kernel(node, decos, set(kernel_defs), launches))
+        # A jit function never launched here but called from another kernel is a helper.
+        called = {h for k in kernels for h in k.helpers}
+        kernels = [
+            msgspec.structs.replace(k, is_helper=(k.name in called and not k.launch_sites)) for k in kernels
+        ]
+        launchers: dict[str, list[str]] = {}
+        for site, _ in launches:
+            if site.launcher:
+                launchers.setdefault(site.launcher, [])
+                if site.kernel not in launchers[site.launcher]:
+                    launchers[site.launcher].append(site.kernel)
+        launcher_list = []
+        for qual, knames in launchers.items():
+            fn = pm.function_nodes[qual]
+            launcher_list.append(
+                Launcher(qual, node_span(pm.lines, fn), [a.arg for a in fn.args.args], knames)
+            )
+        pm.launch_nodes = launches
+        pm.index = FileIndex(
+            path=pm.path,
+            source_hash=pm.index.source_hash,
+            kernels=sorted(kernels, key=lambda k: k.span.line),
+            launchers=launcher_list,
+            errors=pm.index.errors,
+            imports_triton=any(v.split(".")[0] == "triton" for v in self.aliases.names.values()),
+        )
+
+    def _decorator_name(self, deco: ast.expr) -> str | None:
+        target = deco.func if isinstance(deco, ast.Call) else deco
+        name = self.aliases.canonical(target)
+        if name in ("triton.runtime.jit", "triton.runtime.jit.jit", "triton.language.jit"):
+            return "triton.jit"
+        if name in ("triton.runtime.autotune", "triton.runtime.autotuner.autotune"):
+            return "triton.autotune"
+        if name in ("triton.runtime.heuristics", "triton.runtime.autotuner.heuristics"):
+            return "triton.heuristics"
+        return name
+
+    def _is_constexpr(self, annotation: ast.expr | None) -> bool:
+        if annotation is None:
+            return False
+        if isinstance(annotation, ast.Constant) and isinstance(annotation.value, str):
+            return annotation.value.endswith("constexpr")
+        name = self.aliases.canonical(annotation) or ""
+        return name in ("triton.language.constexpr", "triton.language.core.constexpr", "triton.constexpr") or (
+            name == "constexpr"
+        )
+
+    def _params(self, fn: ast.FunctionDef) -> list[Param]:
+        args = fn.args.posonlyargs + fn.args.args + fn.args.kwonlyargs
+        defaults: dict[str, ast.expr] = {}
+        positional = fn.args.posonlyargs + fn.args.args
+        for a, d in zip(positional[len(positional) - len(fn.args.defaults):], fn.args.defaults):
+            defaults[a.arg] = d
+        for a, d in zip(fn.args.kwonlyargs, fn.args.kw_defaults):
+            if d is not None:
+                defaults[a.arg] = d
+        return [
+            Param(
+                name=a.arg,
+                constexpr=self._is_constexpr(a.annotation),
+                annotation=ast.unparse(a.annotation) if a.annotation is not None else None,
+                default=ast.unparse(defaults[a.arg]) if a.arg in defaults else None,
+            )
+            for a in args
+        ]
+
+    def _resolve_list(self, node: ast.expr | None) -> list[ast.expr]:
+        if isinstance(node, ast.Name) and node.id in self.pm.module_constants:
+            node = self.pm.module_constants[node.id]
+        if isinstance(node, (ast.List, ast.Tuple)):
+            return list(node.elts)
+        return []
+
+    def _autotune(self, fn: ast.FunctionDef) -> tuple[list[AutotuneConfig], list[str]]:
+        configs: list[AutotuneConfig] = []
+        key: list[str] = []
+        for deco in fn.decorator_list:
+            if not (isinstance(deco, ast.Call) and self._decorator_name(deco) == "triton.autotune"):
+                continue
+            kw = {k.arg: k.value for k in deco.keywords if k.arg}
+            cfg_node = kw.get("configs", deco.args[0] if deco.args else None)
+            key_node = kw.get("key", deco.args[1] if len(deco.args) > 1 else None)
+            for c in self._resolve_list(cfg_node):
+                if isinstance(c, ast.Call) and (self.aliases.canonical(c.func) or "").endswith("Config"):
+                    configs.append(self._config(c))
+            key = [k for k in (literal(e) for e in self._resolve_list(key_node)) if isinstance(k, str)]
+        return configs, key
+
+    def _config(self, call: ast.Call) -> AutotuneConfig:
+        kwargs: dict = {}
+        meta = call.args[0] if call.args else next((k.value for k in call.keywords if k.arg == "kwargs"), None)
+        if isinstance(meta, ast.Dict):
+            for k, v in zip(meta.keys, meta.values):
+                key = literal(k)
+                if isinstance(key, str):
+                    val = literal(v)
+                    kwargs[key] = val if isinstance(val, (int, float, bool, str)) or val is None else str(val)
+        extra = {k.arg: literal(k.value) for k in call.keywords if k.arg in ("num_warps", "num_stages")}
+        nw, ns = extra.get("num_warps"), extra.get("num_stages")
+        return AutotuneConfig(
+            kwargs=kwargs,
+            num_warps=nw if isinstance(nw, int) else None,
+            num_stages=ns if isinstance(ns, int) else None,
+            span=node_span(self.pm.lines, call),
+        )
+
+    def _heuristics(self, fn: ast.FunctionDef) -> dict[str, str]:
+        out: dict[str, str] = {}
+        for deco in fn.decorator_list:
+            if isinstance(deco, ast.Call) and self._decorator_name(deco) == "triton.heuristics":
+                values = deco.args[0] if deco.args else next((k.value for k in deco.keywords), None)
+                if isinstance(values, ast.Dict):
+                    for k, v in zip(values.keys, values.values):
+                        key = literal(k)
+                        if isinstance(key, str):
+                            out[key] = ast.unparse(v)
+        return out
+
+    def _launch_sites(self, kernel_names: set[str]) -> list[tuple[LaunchSite, ast.Call]]:
+        assert self.tree is not None
+        sites: list[tuple[LaunchSite, ast.Call]] = []
+
+        def visit(node: ast.AST, scope: list[str]) -> None:
+            for child in ast.iter_child_nodes(node):
+                if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                    inner = scope + [child.name]
+                    if not isinstance(child, ast.ClassDef):
+                        self.pm.function_nodes[".".join(inner)] = child  # type: ignore[assignment]
+                    visit(child, inner)
+                    continue
+                if isinstance(child, ast.Call) and isinstance(child.func, ast.Subscript):
+                    target = child.func.value
+                    name = target.id if isinstance(target, ast.Name) else (
+                        target.attr if isinstance(target, ast.Attribute) else None
+                    )
+                    if name in kernel_names:
+                        launcher = self._launcher_of(scope)
+                        sites.append((
+                            LaunchSite(
+                                kernel=name,
+                                span=node_span(self.pm.lines, child),
+                                grid=ast.unparse(child.func.slice),
+                                args=[ast.unparse(a) for a in child.args],
+                                kwargs={k.arg: ast.unparse(k.value) for k in child.keywords if k.arg},
+                                launcher=launcher,
+                            ),
+                            child,
+                        ))
+                visit(child, scope)
+
+        visit(self.tree, [])
+        return sites
+
+    def _launcher_of(self, scope: list[str]) -> str | None:
+        """The qualified name of the innermost enclosing function (classes included in the name)."""
+        for i in range(len(scope), 0, -1):
+            qual = ".".join(scope[:i])
+            if qual in self.pm.function_nodes:
+                return qual
+        return None
+
+    def _kernel(self, fn: ast.FunctionDef, decos: list[str], kernel_names: set[str], launches) -> Kernel:
+        configs, key = self._autotune(fn)
+        helpers: list[str] = []
+        for node in ast.walk(fn):
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
+                if node.func.id in kernel_names and node.func.id != fn.name and node.func.id not in helpers:
+                    helpers.append(node.func.id)
+        sites = [s for s, _ in launches if s.kernel == fn.name]
+        first = fn.decorator_list[0] if fn.decorator_list else fn
+        whole = node_span(self.pm.lines, fn)
+        start = node_span(self.pm.lines, first)
+        if fn.decorator_list:  # the decorator node starts after its "@"
+            start = Span(start.line, max(start.col - 1, 0), start.end_line, start.end_col)
+        line = self.pm.lines[fn.lineno - 1] if fn.lineno - 1 < len(self.pm.lines) else ""
+        name_col = line.find(fn.name, max(fn.col_offset, 0))
+        name_col = _to_char_col(line, name_col) if name_col >= 0 else whole.col
+        return Kernel(
+            name=fn.name,
+            span=Span(start.line, start.col, whole.end_line, whole.end_col),
+            name_span=Span(fn.lineno - 1, name_col, fn.lineno - 1, name_col + len(fn.name)),
+            params=self._params(fn),
+            decorators=[d for d in decos if d],
+            autotune_configs=configs,
+            autotune_key=key,
+            heuristics=self._heuristics(fn),
+            helpers=helpers,
+            launch_sites=sites,
+            launchers=sorted({s.launcher for s in sites if s.launcher}),
+            docstring=ast.get_docstring(fn),
+        )
+
+

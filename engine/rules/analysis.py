@@ -1,0 +1,301 @@
+"""Small, conservative data-flow helpers shared by the static rules.
+
+Triton kernels are short straight-line functions with a few loops, so "which parameters does
+this expression come from" is answered well enough by following local assignments by name.
+Everything here works on `ast` nodes only.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections import defaultdict
+from dataclasses import dataclass, field
+
+from ..index.builder import ParsedModule
+from ..index.model import Kernel, LaunchSite
+
+TL = "triton.language."
+DEFAULT_NUM_WARPS = 4
+
+
+def tl_name(pm: ParsedModule, call: ast.AST) -> str | None:
+    """`tl.load(...)` -> "load"; `tl.math.exp(...)` -> "math.exp"; anything else -> None."""
+    if not isinstance(call, ast.Call):
+        return None
+    name = pm.aliases.canonical(call.func)
+    if name and name.startswith(TL):
+        return name[len(TL):]
+    return None
+
+
+def method_call(node: ast.AST, *names: str) -> bool:
+    """`<expr>.name(...)` for one of `names`."""
+    return (
+        isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Attribute)
+        and node.func.attr in names
+    )
+
+
+def kwarg(call: ast.Call, name: str, position: int | None = None) -> ast.expr | None:
+    for k in call.keywords:
+        if k.arg == name:
+            return k.value
+    if position is not None and len(call.args) > position:
+        return call.args[position]
+    return None
+
+
+def _assignments(fn: ast.AST) -> dict[str, list[ast.expr]]:
+    """Every value assigned to each local name (loop targets map to their iterables)."""
+    out: dict[str, list[ast.expr]] = defaultdict(list)
+
+    def bind(target: ast.expr, value: ast.expr) -> None:
+        if isinstance(target, ast.Name):
+            out[target.id].append(value)
+        elif isinstance(target, (ast.Tuple, ast.List)):
+            if isinstance(value, (ast.Tuple, ast.List)) and len(value.elts) == len(target.elts):
+                for t, v in zip(target.elts, value.elts):
+                    bind(t, v)
+            else:
+                for t in target.elts:
+                    bind(t, value)
+
+    for node in ast.walk(fn):
+        if isinstance(node, ast.Assign):
+            for t in node.targets:
+                bind(t, node.value)
+        elif isinstance(node, (ast.AugAssign, ast.AnnAssign)) and node.value is not None:
+            bind(node.target, node.value)
+        elif isinstance(node, ast.For):
+            bind(node.target, node.iter)
+        elif isinstance(node, ast.NamedExpr):
+            bind(node.target, node.value)
+    return out
+
+
+def _node_lines(node: ast.AST) -> tuple[int, int]:
+    return node.lineno, getattr(node, "end_lineno", node.lineno) or node.lineno
+
+
+class KernelView:
+    """One `@triton.jit` function with the questions rules ask about it."""
+
+    def __init__(self, pm: ParsedModule, kernel: Kernel, node: ast.FunctionDef):
+        self.pm = pm
+        self.kernel = kernel
+        self.node = node
+        self.name = kernel.name
+        self.params = {p.name: p for p in kernel.params}
+        self.assigns = _assignments(node)
+        self._calls: list[tuple[str, ast.Call]] = [
+            (n, c) for c in ast.walk(node) if (n := tl_name(pm, c)) is not None  # type: ignore[misc]
+        ]
+        self.loops = self._top_level_loops()
+
+    # -- calls -----------------------------------------------------------------------------
+    def tl_calls(self, *names: str) -> list[ast.Call]:
+        return [c for n, c in self._calls if n in names or n.split(".")[-1] in names]
+
+    def uses(self, *names: str) -> bool:
+        return bool(self.tl_calls(*names))
+
+    def arg_node(self, name: str) -> ast.arg | None:
+        a = self.node.args
+        for arg in a.posonlyargs + a.args + a.kwonlyargs:
+            if arg.arg == name:
+                return arg
+        return None
+
+    def is_runtime_param(self, name: str) -> bool:
+        p = self.params.get(name)
+        return p is not None and not p.constexpr
+
+    # -- data flow -------------------------------------------------------------------------
+    def roots(self, expr: ast.AST, _seen: set[str] | None = None) -> set[str]:
+        """Parameters `expr` is computed from, following local assignments."""
+        seen = _seen if _seen is not None else set()
+        out: set[str] = set()
+        for n in ast.walk(expr):
+            if isinstance(n, ast.Name) and n.id not in seen:
+                seen.add(n.id)
+                if n.id in self.params:
+                    out.add(n.id)
+                for value in self.assigns.get(n.id, ()):
+                    out |= self.roots(value, seen)
+        return out
+
+    def pointer_roots(self, expr: ast.AST, _seen: set[str] | None = None) -> set[str]:
+        """Parameters that appear as the base of pointer arithmetic (added, never multiplied)."""
+        seen = _seen if _seen is not None else set()
+        if isinstance(expr, ast.BinOp) and isinstance(expr.op, (ast.Add, ast.Sub)):
+            return self.pointer_roots(expr.left, seen) | self.pointer_roots(expr.right, seen)
+        if isinstance(expr, ast.Subscript):
+            return self.pointer_roots(expr.value, seen)
+        if isinstance(expr, ast.Name):
+            if expr.id in seen:
+                return set()
+            seen.add(expr.id)
+            if expr.id in self.params:
+                return {expr.id} if self.is_runtime_param(expr.id) else set()
+            out: set[str] = set()
+            for value in self.assigns.get(expr.id, ()):
+                out |= self.pointer_roots(value, seen)
+            return out
+        return set()
+
+    def reaches(self, expr: ast.AST, predicate, _seen: set[str] | None = None) -> bool:
+        """Whether any node reachable from `expr` through local assignments satisfies `predicate`."""
+        seen = _seen if _seen is not None else set()
+        for n in ast.walk(expr):
+            if predicate(n):
+                return True
+            if isinstance(n, ast.Name) and n.id not in seen:
+                seen.add(n.id)
+                if any(self.reaches(v, predicate, seen) for v in self.assigns.get(n.id, ())):
+                    return True
+        return False
+
+    def depends_on_program_id(self, expr: ast.AST) -> bool:
+        return self.reaches(expr, lambda n: tl_name(self.pm, n) == "program_id")
+
+    def casts_to_int64(self, expr: ast.AST) -> bool:
+        def is_cast(n: ast.AST) -> bool:
+            if method_call(n, "to") or tl_name(self.pm, n) == "cast":
+                return any("int64" in ast.unparse(a) for a in n.args + [k.value for k in n.keywords])  # type: ignore[attr-defined]
+            return False
+
+        return self.reaches(expr, is_cast)
+
+    def pointer_params_of(self, call: ast.Call) -> set[str]:
+        """Pointer parameters a load/store/atomic call addresses."""
+        ptr = kwarg(call, "pointer", 0)
+        return self.pointer_roots(ptr) if ptr is not None else set()
+
+    def loads_of(self, param: str) -> list[ast.Call]:
+        return [c for c in self.tl_calls("load") if param in self.pointer_params_of(c)]
+
+    def stores_to(self, param: str) -> list[ast.Call]:
+        return [c for c in self.tl_calls("store") if param in self.pointer_params_of(c)]
+
+    def atomics_on(self, param: str) -> list[ast.Call]:
+        return [c for n, c in self._calls if n.startswith("atomic_") and param in self.pointer_params_of(c)]
+
+    # -- structure -------------------------------------------------------------------------
+    def _top_level_loops(self) -> list[ast.stmt]:
+        loops: list[ast.stmt] = []
+
+        def visit(stmts: list[ast.stmt]) -> None:
+            for s in stmts:
+                if isinstance(s, (ast.For, ast.While)):
+                    loops.append(s)
+                    continue
+                for field_name in ("body", "orelse", "finalbody", "handlers"):
+                    inner = getattr(s, field_name, None)
+                    if isinstance(inner, list):
+                        visit([x for x in inner if isinstance(x, ast.stmt)])
+
+        visit(self.node.body)
+        return loops
+
+    def loop_of(self, node: ast.AST) -> ast.stmt | None:
+        line = node.lineno  # type: ignore[attr-defined]
+        for loop in self.loops:
+            start, end = _node_lines(loop)
+            if start <= line <= end:
+                return loop
+        return None
+
+    def arange_bounds(self) -> list[str]:
+        """Names used as `tl.arange(0, NAME)` upper bounds: the tile dimensions."""
+        out: list[str] = []
+        for c in self.tl_calls("arange"):
+            end = kwarg(c, "end", 1)
+            if isinstance(end, ast.Name) and end.id not in out:
+                out.append(end.id)
+        return out
+
+
+@dataclass
+class LaunchView:
+    """One `kernel[grid](...)` call, with its arguments bound to the kernel's parameters."""
+
+    pm: ParsedModule
+    site: LaunchSite
+    call: ast.Call
+    kernel: KernelView
+    launcher: ast.FunctionDef | None
+    args: dict[str, ast.expr] = field(default_factory=dict)
+    options: dict[str, ast.expr] = field(default_factory=dict)
+    _local: dict[str, list[ast.expr]] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        names = [p.name for p in self.kernel.kernel.params]
+        for name, value in zip(names, self.call.args):
+            self.args[name] = value
+        for k in self.call.keywords:
+            if k.arg in self.kernel.params:
+                self.args[k.arg] = k.value
+            elif k.arg:
+                self.options[k.arg] = k.value
+        if self.launcher is not None:
+            line = self.call.lineno
+            for name, values in _assignments(self.launcher).items():
+                before = [v for v in values if v.lineno <= line]
+                if before:
+                    self._local[name] = before
+
+    def resolve(self, expr: ast.expr | None, depth: int = 0) -> ast.expr | None:
+        """Follow a launcher-local name (latest assignment before the launch) or module constant."""
+        while isinstance(expr, ast.Name) and depth < 8:
+            depth += 1
+            if expr.id in self._local:
+                expr = self._local[expr.id][-1]
+            elif expr.id in self.pm.module_constants:
+                expr = self.pm.module_constants[expr.id]
+            else:
+                break
+        return expr
+
+    def const_int(self, expr: ast.expr | None, depth: int = 0) -> int | None:
+        expr = self.resolve(expr)
+        if expr is None or depth > 8:
+            return None
+        if isinstance(expr, ast.Constant) and isinstance(expr.value, int) and not isinstance(expr.value, bool):
+            return expr.value
+        if isinstance(expr, ast.BinOp):
+            a, b = self.const_int(expr.left, depth + 1), self.const_int(expr.right, depth + 1)
+            if a is None or b is None:
+                return None
+            ops = {ast.Add: a + b, ast.Sub: a - b, ast.Mult: a * b}
+            if type(expr.op) in ops:
+                return ops[type(expr.op)]
+            if isinstance(expr.op, ast.FloorDiv) and b:
+                return a // b
+            if isinstance(expr.op, ast.LShift) and 0 <= b < 64:
+                return a << b
+        return None
+
+    def num_warps(self) -> int | None:
+        return self.const_int(self.options.get("num_warps"))
+
+    def launcher_calls(self, *attrs: str) -> list[ast.Call]:
+        if self.launcher is None:
+            return []
+        return [n for n in ast.walk(self.launcher) if method_call(n, *attrs)]
+
+
+def kernel_views(pm: ParsedModule) -> list[KernelView]:
+    return [KernelView(pm, k, pm.kernel_nodes[k.name]) for k in pm.index.kernels if k.name in pm.kernel_nodes]
+
+
+def launch_views(pm: ParsedModule, kernels: list[KernelView]) -> list[LaunchView]:
+    by_name = {kv.name: kv for kv in kernels}
+    out = []
+    for site, call in pm.launch_nodes:
+        kv = by_name.get(site.kernel)
+        if kv is None:
+            continue
+        launcher = pm.function_nodes.get(site.launcher) if site.launcher else None
+        out.append(LaunchView(pm, site, call, kv, launcher))
+    return out

@@ -1,0 +1,1 @@
+"""KernelBrain language server (pygls): LSP only; delegates heavy work to the engine."""

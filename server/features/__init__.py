@@ -1,0 +1,1 @@
+"""One module per LSP feature; each exposes `register(server)`."""

@@ -1,0 +1,34 @@
+"""Findings -> LSP diagnostics (publishing itself lives on the server)."""
+
+from __future__ import annotations
+
+from lsprotocol import types
+
+from kernelbrain.engine.findings import Finding
+
+from ..convert import span_to_range
+
+SEVERITY = {
+    "error": types.DiagnosticSeverity.Error,
+    "warning": types.DiagnosticSeverity.Warning,
+    "information": types.DiagnosticSeverity.Information,
+    "hint": types.DiagnosticSeverity.Hint,
+}
+
+
+def to_diagnostics(findings: list[Finding], doc) -> list[types.Diagnostic]:
+    return [
+        types.Diagnostic(
+            range=span_to_range(f.span, doc),
+            message=f.message,
+            severity=SEVERITY.get(f.severity, types.DiagnosticSeverity.Warning),
+            code=f.code,
+            source="kernelbrain",
+            data={"kernel": f.kernel} if f.kernel else None,
+        )
+        for f in findings
+    ]
+
+
+def register(server) -> None:
+    """Diagnostics are pushed by the lifecycle handlers; nothing to register here."""

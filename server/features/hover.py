@@ -1,0 +1,60 @@
+"""Hover on a kernel's name (definition or launch site): parameters, constexprs, launch sites."""
+
+from __future__ import annotations
+
+from lsprotocol import types
+
+from kernelbrain.engine.index import Kernel
+
+from ..convert import position_from_client, span_to_range
+
+
+def kernel_markdown(kernel: Kernel, findings) -> str:
+    decorators = ", ".join(f"`@{d}`" for d in kernel.decorators)
+    runtime = [p.name for p in kernel.params if not p.constexpr]
+    lines = [f"### {kernel.name}  ", f"{decorators}" + (" · helper (called from other kernels)" if kernel.is_helper else "")]
+    if kernel.docstring:
+        lines += ["", kernel.docstring.strip().splitlines()[0]]
+    lines += ["", f"**Parameters** ({len(kernel.params)}): " + (", ".join(f"`{p}`" for p in runtime) or "none")]
+    if kernel.constexprs:
+        lines.append("**Constexprs**: " + ", ".join(f"`{c}`" for c in kernel.constexprs))
+    if kernel.autotune_configs:
+        key = ", ".join(kernel.autotune_key) or "none"
+        lines.append(f"**Autotune**: {len(kernel.autotune_configs)} configs, key = {key}")
+    if kernel.heuristics:
+        lines.append("**Heuristics**: " + ", ".join(f"`{k}`" for k in kernel.heuristics))
+    if kernel.helpers:
+        lines.append("**Calls**: " + ", ".join(f"`{h}`" for h in kernel.helpers))
+    if kernel.launch_sites:
+        lines += ["", "**Launch sites**"]
+        for s in kernel.launch_sites:
+            where = f"in `{s.launcher}`" if s.launcher else "at module level"
+            lines.append(f"- line {s.span.line + 1} {where}: grid `{s.grid}`")
+    else:
+        lines += ["", "_No launch site in this file._"]
+    mine = [f for f in findings if f.kernel == kernel.name]
+    if mine:
+        lines += ["", "**Findings**: " + ", ".join(sorted({f.code for f in mine}))]
+    return "\n".join(lines)
+
+
+def register(server) -> None:
+    @server.feature(types.TEXT_DOCUMENT_HOVER)
+    def hover(ls, params: types.HoverParams) -> types.Hover | None:
+        uri = params.text_document.uri
+        state = ls.current(uri)
+        if state is None:
+            return None
+        doc = ls.open_document(uri)
+        line, col = position_from_client(params.position, doc)
+        for k in state.index.kernels:
+            spans = [k.name_span] + [
+                type(k.name_span)(s.span.line, s.span.col, s.span.line, s.span.col + len(k.name)) for s in k.launch_sites
+            ]
+            hit = next((s for s in spans if s.contains(line, col)), None)
+            if hit is not None:
+                return types.Hover(
+                    contents=types.MarkupContent(kind=types.MarkupKind.Markdown, value=kernel_markdown(k, state.findings)),
+                    range=span_to_range(hit, doc),
+                )
+        return None

@@ -1,0 +1,61 @@
+"""Document lifecycle and session start/stop: open, change, save, close, initialized, shutdown."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+
+from lsprotocol import types
+from pygls.uris import to_fs_path
+
+
+def register(server) -> None:
+    @server.feature(types.INITIALIZE)
+    def initialize(ls, params: types.InitializeParams) -> None:
+        options = params.initialization_options
+        if isinstance(options, dict):
+            ls.apply_settings(options.get("kernelbrain", options))
+
+    @server.feature(types.INITIALIZED)
+    async def initialized(ls, params: types.InitializedParams) -> None:
+        """Start the watcher, then index the workspace's kernel files in the background."""
+        ls.loop = asyncio.get_running_loop()
+        ls.start_watcher()
+        await ls.scan_workspace()
+
+    @server.feature(types.TEXT_DOCUMENT_DID_OPEN)
+    def did_open(ls, params: types.DidOpenTextDocumentParams) -> None:
+        ls.analyse_open(params.text_document.uri)
+
+    @server.feature(types.TEXT_DOCUMENT_DID_CHANGE)
+    def did_change(ls, params: types.DidChangeTextDocumentParams) -> None:
+        ls.schedule_analysis(params.text_document.uri)
+
+    @server.feature(types.TEXT_DOCUMENT_DID_SAVE)
+    def did_save(ls, params: types.DidSaveTextDocumentParams) -> None:
+        ls.analyse_open(params.text_document.uri)
+
+    @server.feature(types.TEXT_DOCUMENT_DID_CLOSE)
+    def did_close(ls, params: types.DidCloseTextDocumentParams) -> None:
+        """The buffer is gone: fall back to what is on disk (or clear)."""
+        uri = params.text_document.uri
+        ls.debouncer.cancel(uri)
+        path = to_fs_path(uri)
+        ls.files.drop(uri)
+        if path and os.path.isfile(path):
+            if ls.analyse_disk(path) is None:
+                ls.clear(uri)
+        else:
+            ls.clear(uri)
+
+    @server.feature(types.WORKSPACE_DID_CHANGE_CONFIGURATION)
+    def did_change_configuration(ls, params: types.DidChangeConfigurationParams) -> None:
+        settings = params.settings
+        if isinstance(settings, dict):
+            ls.apply_settings(settings.get("kernelbrain", settings))
+
+    @server.feature(types.SHUTDOWN)
+    def shutdown(ls, params) -> None:
+        if ls.watcher is not None:
+            ls.watcher.stop()
+            ls.watcher = None
