@@ -74,14 +74,13 @@ def build_index(source: str, path: str = "<memory>") -> FileIndex:
 def parse_module(source: str, path: str = "<memory>") -> ParsedModule:
     lines = source.splitlines()
     tree, errors = parse_with_recovery(source)
-    aliases = _collect_aliases(tree) if tree is not None else ImportAliases()
     pm = ParsedModule(
         path=path,
         source=source,
         lines=lines,
         tree=tree,
         index=FileIndex(path, source_hash(source), [], [], errors, False),
-        aliases=aliases,
+        aliases=ImportAliases(),
     )
     if tree is None:
         return pm
@@ -130,9 +129,9 @@ def _chunk_around(lines: list[str], line: int) -> tuple[int, int]:
     return start, max(end, start + 1)
 
 
-def _collect_aliases(tree: ast.Module) -> ImportAliases:
+def _collect_aliases(imports: list[ast.stmt]) -> ImportAliases:
     names: dict[str, str] = {}
-    for node in ast.walk(tree):
+    for node in imports:
         if isinstance(node, ast.Import):
             for a in node.names:
                 if a.name == "triton" or a.name.startswith("triton."):
@@ -176,6 +175,33 @@ class _Indexer:
         self.pm = pm
         self.tree = pm.tree
         self.aliases = pm.aliases
+        self._subscript_calls: list[tuple[ast.Call, tuple[str, ...]]] = []
+
+    def _scan(self) -> list[ast.stmt]:
+        """One pass over the tree (it dominates indexing time on large files): records
+        functions by qualified name, `x[...](...)` calls with their scope, and imports."""
+        assert self.tree is not None
+        imports: list[ast.stmt] = []
+        functions = self.pm.function_nodes
+        stack: list[tuple[ast.AST, tuple[str, ...]]] = [(self.tree, ())]
+        while stack:
+            node, scope = stack.pop()
+            for child in ast.iter_child_nodes(node):
+                kind = type(child)
+                if kind is ast.FunctionDef or kind is ast.AsyncFunctionDef:
+                    inner = scope + (child.name,)
+                    functions[".".join(inner)] = child  # type: ignore[assignment]
+                    stack.append((child, inner))
+                    continue
+                if kind is ast.ClassDef:
+                    stack.append((child, scope + (child.name,)))
+                    continue
+                if kind is ast.Import or kind is ast.ImportFrom:
+                    imports.append(child)  # type: ignore[arg-type]
+                elif kind is ast.Call and type(child.func) is ast.Subscript:  # type: ignore[attr-defined]
+                    self._subscript_calls.append((child, scope))  # type: ignore[arg-type]
+                stack.append((child, scope))
+        return imports
 
     def run(self) -> None:
         pm = self.pm
@@ -183,9 +209,10 @@ class _Indexer:
         for node in self.tree.body:
             if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
                 pm.module_constants[node.targets[0].id] = node.value
+        pm.aliases = self.aliases = _collect_aliases(self._scan())
         kernel_defs: dict[str, tuple[ast.FunctionDef, list[str]]] = {}
-        for node in ast.walk(self.tree):
-            if isinstance(node, ast.FunctionDef):
+        for node in sorted(pm.function_nodes.values(), key=lambda n: n.lineno):
+            if isinstance(node, ast.FunctionDef) and node.decorator_list:
                 decos = [d for d in (self._decorator_name(x) for x in node.decorator_list) if d]
                 if any(d in TRITON_DECORATORS for d in decos):
                     kernel_defs.setdefault(node.name, (node, decos))
@@ -314,38 +341,25 @@ class _Indexer:
         return out
 
     def _launch_sites(self, kernel_names: set[str]) -> list[tuple[LaunchSite, ast.Call]]:
-        assert self.tree is not None
         sites: list[tuple[LaunchSite, ast.Call]] = []
-
-        def visit(node: ast.AST, scope: list[str]) -> None:
-            for child in ast.iter_child_nodes(node):
-                if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-                    inner = scope + [child.name]
-                    if not isinstance(child, ast.ClassDef):
-                        self.pm.function_nodes[".".join(inner)] = child  # type: ignore[assignment]
-                    visit(child, inner)
-                    continue
-                if isinstance(child, ast.Call) and isinstance(child.func, ast.Subscript):
-                    target = child.func.value
-                    name = target.id if isinstance(target, ast.Name) else (
-                        target.attr if isinstance(target, ast.Attribute) else None
-                    )
-                    if name in kernel_names:
-                        launcher = self._launcher_of(scope)
-                        sites.append((
-                            LaunchSite(
-                                kernel=name,
-                                span=node_span(self.pm.lines, child),
-                                grid=ast.unparse(child.func.slice),
-                                args=[ast.unparse(a) for a in child.args],
-                                kwargs={k.arg: ast.unparse(k.value) for k in child.keywords if k.arg},
-                                launcher=launcher,
-                            ),
-                            child,
-                        ))
-                visit(child, scope)
-
-        visit(self.tree, [])
+        for call, scope in sorted(self._subscript_calls, key=lambda c: (c[0].lineno, c[0].col_offset)):
+            target = call.func.value  # type: ignore[attr-defined]
+            name = target.id if isinstance(target, ast.Name) else (
+                target.attr if isinstance(target, ast.Attribute) else None
+            )
+            if name not in kernel_names:
+                continue
+            sites.append((
+                LaunchSite(
+                    kernel=name,
+                    span=node_span(self.pm.lines, call),
+                    grid=ast.unparse(call.func.slice),  # type: ignore[attr-defined]
+                    args=[ast.unparse(a) for a in call.args],
+                    kwargs={k.arg: ast.unparse(k.value) for k in call.keywords if k.arg},
+                    launcher=self._launcher_of(list(scope)),
+                ),
+                call,
+            ))
         return sites
 
     def _launcher_of(self, scope: list[str]) -> str | None:

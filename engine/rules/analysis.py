@@ -46,7 +46,7 @@ def kwarg(call: ast.Call, name: str, position: int | None = None) -> ast.expr | 
     return None
 
 
-def _assignments(fn: ast.AST) -> dict[str, list[ast.expr]]:
+def _assignments(nodes) -> dict[str, list[ast.expr]]:
     """Every value assigned to each local name (loop targets map to their iterables)."""
     out: dict[str, list[ast.expr]] = defaultdict(list)
 
@@ -61,7 +61,7 @@ def _assignments(fn: ast.AST) -> dict[str, list[ast.expr]]:
                 for t in target.elts:
                     bind(t, value)
 
-    for node in ast.walk(fn):
+    for node in nodes:
         if isinstance(node, ast.Assign):
             for t in node.targets:
                 bind(t, node.value)
@@ -87,11 +87,17 @@ class KernelView:
         self.node = node
         self.name = kernel.name
         self.params = {p.name: p for p in kernel.params}
-        self.assigns = _assignments(node)
+        self.nodes = list(ast.walk(node))  # walked once; every question below reuses it
+        self.assigns = _assignments(self.nodes)
         self._calls: list[tuple[str, ast.Call]] = [
-            (n, c) for c in ast.walk(node) if (n := tl_name(pm, c)) is not None  # type: ignore[misc]
+            (n, c) for c in self.nodes if type(c) is ast.Call and (n := tl_name(pm, c)) is not None  # type: ignore[misc]
         ]
         self.loops = self._top_level_loops()
+        # For each local name: the nodes of its assigned values and the names they mention.
+        self._value_nodes = {k: [n for v in vs for n in ast.walk(v)] for k, vs in self.assigns.items()}
+        self._refs = {k: {n.id for n in ns if type(n) is ast.Name} for k, ns in self._value_nodes.items()}
+        self._closures: dict[str, set[str]] = {}
+        self._roots: dict[str, frozenset[str]] = {}
 
     # -- calls -----------------------------------------------------------------------------
     def tl_calls(self, *names: str) -> list[ast.Call]:
@@ -112,17 +118,24 @@ class KernelView:
         return p is not None and not p.constexpr
 
     # -- data flow -------------------------------------------------------------------------
-    def roots(self, expr: ast.AST, _seen: set[str] | None = None) -> set[str]:
+    def _name_roots(self, name: str) -> frozenset[str]:
+        if name not in self._roots:
+            seen = {name}
+            todo = [name]
+            while todo:
+                for ref in self._refs.get(todo.pop(), ()):
+                    if ref not in seen:
+                        seen.add(ref)
+                        todo.append(ref)
+            self._roots[name] = frozenset(n for n in seen if n in self.params)
+        return self._roots[name]
+
+    def roots(self, expr: ast.AST) -> set[str]:
         """Parameters `expr` is computed from, following local assignments."""
-        seen = _seen if _seen is not None else set()
         out: set[str] = set()
         for n in ast.walk(expr):
-            if isinstance(n, ast.Name) and n.id not in seen:
-                seen.add(n.id)
-                if n.id in self.params:
-                    out.add(n.id)
-                for value in self.assigns.get(n.id, ()):
-                    out |= self.roots(value, seen)
+            if type(n) is ast.Name:
+                out |= self._name_roots(n.id)
         return out
 
     def pointer_roots(self, expr: ast.AST, _seen: set[str] | None = None) -> set[str]:
@@ -144,20 +157,28 @@ class KernelView:
             return out
         return set()
 
-    def reaches(self, expr: ast.AST, predicate, _seen: set[str] | None = None) -> bool:
-        """Whether any node reachable from `expr` through local assignments satisfies `predicate`."""
-        seen = _seen if _seen is not None else set()
-        for n in ast.walk(expr):
-            if predicate(n):
-                return True
-            if isinstance(n, ast.Name) and n.id not in seen:
-                seen.add(n.id)
-                if any(self.reaches(v, predicate, seen) for v in self.assigns.get(n.id, ())):
-                    return True
-        return False
+    def _closure(self, key: str, predicate) -> set[str]:
+        """Local names whose value (transitively, through other locals) contains a node
+        satisfying `predicate`; computed once per kernel and predicate as a fixpoint."""
+        if key not in self._closures:
+            hit = {k for k, ns in self._value_nodes.items() if any(predicate(n) for n in ns)}
+            changed = True
+            while changed:
+                changed = False
+                for k, refs in self._refs.items():
+                    if k not in hit and refs & hit:
+                        hit.add(k)
+                        changed = True
+            self._closures[key] = hit
+        return self._closures[key]
+
+    def reaches(self, expr: ast.AST, key: str, predicate) -> bool:
+        """Whether `expr`, or a local it uses, is computed from a node satisfying `predicate`."""
+        names = self._closure(key, predicate)
+        return any(predicate(n) or (type(n) is ast.Name and n.id in names) for n in ast.walk(expr))
 
     def depends_on_program_id(self, expr: ast.AST) -> bool:
-        return self.reaches(expr, lambda n: tl_name(self.pm, n) == "program_id")
+        return self.reaches(expr, "program_id", lambda n: tl_name(self.pm, n) == "program_id")
 
     def casts_to_int64(self, expr: ast.AST) -> bool:
         def is_cast(n: ast.AST) -> bool:
@@ -165,7 +186,7 @@ class KernelView:
                 return any("int64" in ast.unparse(a) for a in n.args + [k.value for k in n.keywords])  # type: ignore[attr-defined]
             return False
 
-        return self.reaches(expr, is_cast)
+        return self.reaches(expr, "int64", is_cast)
 
     def pointer_params_of(self, call: ast.Call) -> set[str]:
         """Pointer parameters a load/store/atomic call addresses."""
@@ -240,7 +261,7 @@ class LaunchView:
                 self.options[k.arg] = k.value
         if self.launcher is not None:
             line = self.call.lineno
-            for name, values in _assignments(self.launcher).items():
+            for name, values in _assignments(ast.walk(self.launcher)).items():
                 before = [v for v in values if v.lineno <= line]
                 if before:
                     self._local[name] = before

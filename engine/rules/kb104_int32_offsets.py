@@ -22,7 +22,7 @@ def _runtime_scalar(kv, node: ast.expr) -> str | None:
 def check(ctx: RuleContext):
     for kv in ctx.kernels:
         hits: list[tuple[ast.BinOp, ast.expr, str]] = []
-        for node in ast.walk(kv.node):
+        for node in kv.nodes:
             if not (isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mult)):
                 continue
             for pid_side, other in ((node.left, node.right), (node.right, node.left)):

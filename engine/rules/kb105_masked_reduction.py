@@ -34,7 +34,10 @@ def _feeding_loads(kv, expr: ast.expr, seen: set[str] | None = None) -> list[tup
             if node.id in seen:
                 return
             seen.add(node.id)
-            for v in kv.assigns.get(node.id, ()):
+            values = kv.assigns.get(node.id, ())
+            if any(tl_name(kv.pm, v) == "where" for v in values):
+                return  # re-masked somewhere: assume the reduction sees the sanitised value
+            for v in values:
                 visit(v, direct)
             return
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "to":

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from lsprotocol import types
 
-from ..convert import position_from_client
+from ..convert import Positions
 from .code_lens import optimize_command
 
 OPTIMIZE_KIND = "refactor.kernelbrain.optimize"
@@ -24,7 +24,7 @@ def register(server) -> None:
         state = ls.current(uri)
         if state is None:
             return []
-        line, col = position_from_client(params.range.start, ls.open_document(uri))
+        line, col = Positions(ls.open_document(uri)).from_client(params.range.start)
         kernel = state.index.kernel_at(line, col)
         if kernel is None or kernel.is_helper or not _wanted(params.context.only, OPTIMIZE_KIND):
             return []

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from lsprotocol import types
 
-from ..convert import span_to_range
+from ..convert import Positions
 
 OPTIMIZE_COMMAND = "kernelbrain.optimize"
 
@@ -21,8 +21,8 @@ def register(server) -> None:
         state = ls.current(uri)
         if state is None:
             return []
-        doc = ls.open_document(uri)
+        pos = Positions(ls.open_document(uri))
         return [
-            types.CodeLens(range=span_to_range(k.name_span, doc), command=optimize_command(uri, k.name))
+            types.CodeLens(range=pos.range(k.name_span), command=optimize_command(uri, k.name))
             for k in state.index.launchable
         ]

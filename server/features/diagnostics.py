@@ -6,7 +6,7 @@ from lsprotocol import types
 
 from kernelbrain.engine.findings import Finding
 
-from ..convert import span_to_range
+from ..convert import Positions
 
 SEVERITY = {
     "error": types.DiagnosticSeverity.Error,
@@ -17,9 +17,10 @@ SEVERITY = {
 
 
 def to_diagnostics(findings: list[Finding], doc) -> list[types.Diagnostic]:
+    pos = Positions(doc)
     return [
         types.Diagnostic(
-            range=span_to_range(f.span, doc),
+            range=pos.range(f.span),
             message=f.message,
             severity=SEVERITY.get(f.severity, types.DiagnosticSeverity.Warning),
             code=f.code,

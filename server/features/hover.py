@@ -6,7 +6,7 @@ from lsprotocol import types
 
 from kernelbrain.engine.index import Kernel
 
-from ..convert import position_from_client, span_to_range
+from ..convert import Positions
 
 
 def kernel_markdown(kernel: Kernel, findings) -> str:
@@ -45,8 +45,8 @@ def register(server) -> None:
         state = ls.current(uri)
         if state is None:
             return None
-        doc = ls.open_document(uri)
-        line, col = position_from_client(params.position, doc)
+        pos = Positions(ls.open_document(uri))
+        line, col = pos.from_client(params.position)
         for k in state.index.kernels:
             spans = [k.name_span] + [
                 type(k.name_span)(s.span.line, s.span.col, s.span.line, s.span.col + len(k.name)) for s in k.launch_sites
@@ -55,6 +55,6 @@ def register(server) -> None:
             if hit is not None:
                 return types.Hover(
                     contents=types.MarkupContent(kind=types.MarkupKind.Markdown, value=kernel_markdown(k, state.findings)),
-                    range=span_to_range(hit, doc),
+                    range=pos.range(hit),
                 )
         return None

@@ -1,0 +1,12 @@
+#!/usr/bin/env bash
+# README quick start, command 2: set up and run the whole test suite (no GPU needed;
+# GPU tests are marked and skipped). Installs everything the tests need, Neovim included.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+scripts/bootstrap.sh test
+if ! command -v nvim >/dev/null 2>&1; then
+  sudo=""; [ "$(id -u)" -ne 0 ] && sudo="sudo"
+  $sudo apt-get install -y -qq neovim >/dev/null 2>&1 || { $sudo apt-get update -qq && $sudo apt-get install -y -qq neovim; }
+fi
+export KERNELBRAIN_REQUIRE_CLIENTS=1
+exec .venv/bin/python -m pytest "$@"

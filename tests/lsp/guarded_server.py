@@ -1,0 +1,27 @@
+"""Run `kernelbrain serve` with torch and triton made unimportable, recording any attempt.
+
+Used by the end-to-end tests: if the language server ever imported either, the feature that
+did would fail and the attempt would be written to the record file named by argv[1].
+"""
+
+import importlib.abc
+import sys
+
+RECORD = sys.argv[1]
+FORBIDDEN = ("torch", "triton")
+
+
+class _Forbid(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path=None, target=None):
+        if name.split(".")[0] in FORBIDDEN:
+            with open(RECORD, "a", encoding="utf-8") as f:
+                f.write(name + "\n")
+            raise ImportError(f"the language server must not import {name}")
+        return None
+
+
+sys.meta_path.insert(0, _Forbid())
+
+from kernelbrain.server.app import serve  # noqa: E402
+
+serve()

@@ -1,0 +1,86 @@
+"""Helpers for end-to-end tests against a real `kernelbrain serve` process over stdio."""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+import time
+from pathlib import Path
+from typing import Callable, Union
+
+from lsprotocol import types
+from pytest_lsp import ClientServerConfig, LanguageClient, client_capabilities
+
+GUARD = Path(__file__).with_name("guarded_server.py")
+
+
+def _fix_code_action_union(client: LanguageClient) -> None:
+    """lsprotocol 2025.0.0 structures any `{"command": ...}` as a Command, even a CodeAction whose
+    `command` is an object; tell the test client's converter the difference (LSP spec: a Command's
+    `command` is a string)."""
+    converter = client.protocol._converter
+
+    def hook(obj, _):
+        if isinstance(obj.get("command"), str):
+            return converter.structure(obj, types.Command)
+        return converter.structure(obj, types.CodeAction)
+
+    converter.register_structure_hook(Union[types.Command, types.CodeAction], hook)
+
+
+async def start_client(workspace: Path, record: Path, init_options: dict | None = None) -> LanguageClient:
+    config = ClientServerConfig(server_command=[sys.executable, str(GUARD), str(record)])
+    client = await config.start()
+    _fix_code_action_union(client)
+    await client.initialize_session(
+        types.InitializeParams(
+            capabilities=client_capabilities("visual-studio-code"),
+            root_uri=workspace.as_uri(),
+            workspace_folders=[types.WorkspaceFolder(uri=workspace.as_uri(), name=workspace.name)],
+            initialization_options=init_options,
+        )
+    )
+    return client
+
+
+async def stop_client(client: LanguageClient) -> None:
+    await client.shutdown_session()
+    await client.stop()
+
+
+async def wait_until(predicate: Callable[[], bool], timeout: float = 10.0, what: str = "condition") -> None:
+    """Poll client-side state; race-free where waiting for one notification is not."""
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+        await asyncio.sleep(0.02)
+
+
+def codes(client: LanguageClient, uri: str) -> list[str]:
+    return sorted(str(d.code) for d in client.diagnostics.get(uri, ()))
+
+
+def open_file(client: LanguageClient, path: Path, text: str | None = None, version: int = 1) -> str:
+    uri = path.as_uri()
+    client.text_document_did_open(
+        types.DidOpenTextDocumentParams(
+            text_document=types.TextDocumentItem(
+                uri=uri, language_id="python", version=version, text=path.read_text() if text is None else text
+            )
+        )
+    )
+    return uri
+
+
+def replace_text(client: LanguageClient, uri: str, text: str, version: int) -> None:
+    client.text_document_did_change(
+        types.DidChangeTextDocumentParams(
+            text_document=types.VersionedTextDocumentIdentifier(uri=uri, version=version),
+            content_changes=[types.TextDocumentContentChangeWholeDocument(text=text)],
+        )
+    )
+
+
+def doc(uri: str) -> types.TextDocumentIdentifier:
+    return types.TextDocumentIdentifier(uri=uri)

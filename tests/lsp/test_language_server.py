@@ -1,0 +1,180 @@
+"""End-to-end: a real `kernelbrain serve` over stdio, driven by pytest-lsp's client."""
+
+from __future__ import annotations
+
+import os
+import textwrap
+from pathlib import Path
+
+import pytest_asyncio
+from lsprotocol import types
+
+from .helpers import codes, doc, open_file, replace_text, start_client, stop_client, wait_until
+
+
+@pytest_asyncio.fixture
+async def client(examples_copy: Path, tmp_path: Path):
+    record = tmp_path / "forbidden-imports.txt"
+    c = await start_client(examples_copy, record)
+    c.workspace_root = examples_copy
+    yield c
+    await stop_client(c)
+    assert not record.exists(), f"the language server imported: {record.read_text()}"
+
+
+def softmax_uri(client) -> tuple[Path, str]:
+    path = client.workspace_root / "ops" / "softmax.py"
+    return path, open_file(client, path)
+
+
+async def test_diagnostics_on_open(client):
+    path, uri = softmax_uri(client)
+    await wait_until(lambda: codes(client, uri) == ["KB101", "KB104"], what="softmax diagnostics")
+    by_code = {d.code: d for d in client.diagnostics[uri]}
+    d = by_code["KB104"]
+    assert d.source == "kernelbrain"
+    assert d.severity == types.DiagnosticSeverity.Warning
+    line = path.read_text().splitlines()[d.range.start.line]
+    assert line[d.range.start.character:d.range.end.character] == "row * stride_x"
+
+
+async def test_workspace_kernel_files_are_indexed_without_opening(client):
+    gelu = (client.workspace_root / "ops" / "gelu.py").as_uri()
+    await wait_until(lambda: codes(client, gelu) == ["KB102", "KB106"], what="workspace scan diagnostics")
+    listing = await client.protocol.send_request_async("kernelbrain/kernels", {})
+    names = sorted(k.name for f in listing.files for k in f.kernels)
+    assert names == sorted(f"{p.stem}_kernel" for p in (client.workspace_root / "ops").glob("*.py"))
+
+
+async def test_did_change_is_debounced_and_updates_diagnostics(client):
+    path, uri = softmax_uri(client)
+    await wait_until(lambda: "KB104" in codes(client, uri), what="initial diagnostics")
+    fixed = path.read_text().replace("row = tl.program_id(0)", "row = tl.program_id(0).to(tl.int64)")
+    publishes_before = len([m for m in client.diagnostics])
+    for v in range(2, 12):  # a burst of keystrokes: only the last state matters
+        replace_text(client, uri, fixed if v == 11 else fixed + "\n" * v, v)
+    await wait_until(lambda: codes(client, uri) == ["KB101"], what="KB104 to disappear after the edit")
+    assert publishes_before >= 1
+
+
+async def test_code_lens_per_launchable_kernel(client):
+    path = client.workspace_root / "ops" / "fused.py"
+    path.write_text(textwrap.dedent('''
+        import triton
+        import triton.language as tl
+
+        @triton.jit
+        def _helper(x):
+            return x * 2
+
+        @triton.jit
+        def first_kernel(x_ptr, BLOCK: tl.constexpr):
+            offs = tl.arange(0, BLOCK)
+            tl.store(x_ptr + offs, _helper(tl.load(x_ptr + offs)))
+
+        @triton.jit
+        def second_kernel(x_ptr, BLOCK: tl.constexpr):
+            pass
+
+        def run(x):
+            first_kernel[(1,)](x, BLOCK=1024)
+            second_kernel[(1,)](x, BLOCK=1024)
+    '''))
+    uri = open_file(client, path)
+    lines = path.read_text().splitlines()
+    first, second = (lines.index(f"def {k}(x_ptr, BLOCK: tl.constexpr):") for k in ("first_kernel", "second_kernel"))
+    lenses = await client.text_document_code_lens_async(types.CodeLensParams(text_document=doc(uri)))
+    assert [(l.range.start.line, l.command.title, l.command.command, tuple(l.command.arguments)) for l in lenses] == [
+        (first, "⚡ Optimize kernel", "kernelbrain.optimize", (uri, "first_kernel")),
+        (second, "⚡ Optimize kernel", "kernelbrain.optimize", (uri, "second_kernel")),
+    ]
+
+
+async def test_code_action_only_inside_a_kernel(client):
+    _, uri = softmax_uri(client)
+
+    async def actions(line: int, only=None):
+        return await client.text_document_code_action_async(
+            types.CodeActionParams(
+                text_document=doc(uri),
+                range=types.Range(start=types.Position(line=line, character=4), end=types.Position(line=line, character=4)),
+                context=types.CodeActionContext(diagnostics=[], only=only),
+            )
+        )
+
+    inside = await actions(20)
+    assert [(a.title, a.command.command, tuple(a.command.arguments)) for a in inside] == [
+        ("Optimize kernel `softmax_kernel`", "kernelbrain.optimize", (uri, "softmax_kernel"))
+    ]
+    assert inside[0].kind.startswith("refactor")
+    assert list(await actions(40)) == []  # in the launcher
+    assert list(await actions(20, only=[types.CodeActionKind.QuickFix])) == []
+    assert len(await actions(20, only=[types.CodeActionKind.Refactor])) == 1
+
+
+async def test_hover_on_kernel_name_and_launch_site(client):
+    path, uri = softmax_uri(client)
+    lines = path.read_text().splitlines()
+
+    async def hover_at(line: int, col: int):
+        return await client.text_document_hover_async(
+            types.HoverParams(text_document=doc(uri), position=types.Position(line=line, character=col))
+        )
+
+    def_line = next(i for i, l in enumerate(lines) if l.startswith("def softmax_kernel"))
+    h = await hover_at(def_line, 8)
+    text = h.contents.value
+    assert "softmax_kernel" in text and "`BLOCK_SIZE`" in text and "`stride_x`" in text
+    assert "in `softmax`" in text and "KB101" in text
+    launch_line = next(i for i, l in enumerate(lines) if "softmax_kernel[" in l)
+    h2 = await hover_at(launch_line, lines[launch_line].index("softmax_kernel") + 3)
+    assert h2 is not None and "softmax_kernel" in h2.contents.value
+    assert await hover_at(0, 0) is None
+
+
+async def test_file_created_changed_and_deleted_on_disk(client):
+    await wait_until(lambda: len(client.diagnostics) >= 6, what="workspace scan")
+    new = client.workspace_root / "ops" / "generated.py"
+    uri = new.as_uri()
+    source = (client.workspace_root / "ops" / "gelu.py").read_text().replace("gelu", "gen")
+    new.write_text(source)
+    await wait_until(lambda: codes(client, uri) == ["KB102", "KB106"], what="diagnostics for a created file")
+    new.write_text(source.replace("BLOCK=64, num_warps=1", "BLOCK=1024, num_warps=4"))
+    await wait_until(lambda: codes(client, uri) == ["KB106"], what="diagnostics after an on-disk edit")
+    listing = await client.protocol.send_request_async("kernelbrain/kernels", {})
+    assert "gen_kernel" in [k.name for f in listing.files for k in f.kernels]
+    os.remove(new)
+    await wait_until(lambda: codes(client, uri) == [], what="diagnostics cleared after delete")
+    listing = await client.protocol.send_request_async("kernelbrain/kernels", {})
+    assert "gen_kernel" not in [k.name for f in listing.files for k in f.kernels]
+
+
+async def test_open_buffer_wins_over_disk(client):
+    path, uri = softmax_uri(client)
+    await wait_until(lambda: "KB104" in codes(client, uri), what="initial diagnostics")
+    path.write_text(path.read_text().replace("row = tl.program_id(0)", "row = tl.program_id(0).to(tl.int64)"))
+    # The editor's unsaved buffer is still the first draft: diagnostics stay as they were, while a
+    # file nobody has open is re-analysed from disk (proving the watcher saw this write too).
+    other = client.workspace_root / "ops" / "rmsnorm.py"
+    other.write_text(other.read_text().replace("row = tl.program_id(0)", "row = tl.program_id(0).to(tl.int64)"))
+    await wait_until(lambda: codes(client, other.as_uri()) == ["KB101"], what="the unopened file to be re-analysed")
+    assert "KB104" in codes(client, uri)
+
+
+async def test_syntax_error_in_open_file(client):
+    path = client.workspace_root / "ops" / "softmax.py"
+    broken = path.read_text().replace("def softmax(x: torch.Tensor)", "def softmax(x: torch.Tensor")
+    uri = open_file(client, path, broken)
+    await wait_until(lambda: "KB001" in codes(client, uri), what="syntax error diagnostic")
+    assert "KB101" in codes(client, uri)  # the kernel itself is intact and still analysed
+    lenses = await client.text_document_code_lens_async(types.CodeLensParams(text_document=doc(uri)))
+    assert [l.command.arguments[1] for l in lenses] == ["softmax_kernel"]
+
+
+async def test_optimize_command_answers_clearly(client):
+    _, uri = softmax_uri(client)
+    result = await client.workspace_execute_command_async(
+        types.ExecuteCommandParams(command="kernelbrain.optimize", arguments=[uri, "softmax_kernel"])
+    )
+    assert result["started"] is False and "not available yet" in result["message"]
+    await wait_until(lambda: any("not available yet" in m.message for m in client.messages), what="message")
