@@ -42,6 +42,99 @@ def _cmd_check(args: argparse.Namespace) -> int:
     return EXIT_FINDINGS if result.findings and not args.exit_zero else EXIT_OK
 
 
+def _task(target: str):
+    from .task import TaskError, find_task
+    from .task.discover import split_target
+
+    path, kernel = split_target(target)
+    try:
+        return find_task(path, kernel)
+    except TaskError as exc:
+        raise UsageError(str(exc)) from exc
+
+
+def _device(requested: str | None) -> str:
+    from .evaluate.devices import resolve_device
+
+    try:
+        return resolve_device(requested)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from exc
+
+
+def _cmd_verify(args: argparse.Namespace) -> int:
+    import msgspec
+
+    from .evaluate.pool import WorkerPool
+    from .evaluate.verify import verify
+    from .report_text import print_verify
+
+    task = _task(args.target)
+    if not args.candidate.is_file():
+        raise UsageError(f"{args.candidate}: no such file")
+    source = args.candidate.read_text(encoding="utf-8")
+    device = _device(args.device)
+    progress = None if args.json else _stderr_progress
+    with WorkerPool() as pool:
+        report = verify(pool, task, source, device, timing=not args.no_timing, on_progress=progress,
+                        timeout_s=args.timeout, seed=args.seed)
+    if args.json:
+        print(msgspec.json.format(msgspec.json.encode(report), indent=2).decode())
+    else:
+        print_verify(report)
+    return EXIT_OK if report.accepted else EXIT_FINDINGS
+
+
+def _cmd_bench(args: argparse.Namespace) -> int:
+    import msgspec
+
+    from .evaluate.devices import is_gpu
+    from .evaluate.pool import WorkerPool
+    from .evaluate.verify import bench, run_harness
+    from .report_text import print_bench, print_harness
+
+    task = _task(args.target)
+    device = _device(args.device)
+    progress = None if args.json else _stderr_progress
+    with WorkerPool() as pool:
+        harness = run_harness(pool, task, None, device, on_progress=progress)
+        result = bench(pool, task, device, rep_ms=args.rep_ms, on_progress=progress) if (harness.accepted and is_gpu(device)) else None
+    if args.json:
+        out = {"kernel": task.kernel, "file": task.file, "device": device, "harness": harness, "bench": result,
+               "timing": "measured" if result else "none: no GPU, the CPU interpreter only checks correctness"}
+        print(msgspec.json.format(msgspec.json.encode(out), indent=2).decode())
+    else:
+        print_harness(task, device, harness)
+        if result is not None:
+            print_bench(result)
+        elif harness.accepted:
+            print("No timing: there is no GPU here, and the CPU interpreter only checks correctness.")
+    return EXIT_OK if harness.accepted else EXIT_FINDINGS
+
+
+def _cmd_init(args: argparse.Namespace) -> int:
+    from .task import TaskError
+    from .task.discover import split_target
+    from .task.scaffold import scaffold
+
+    path, kernel = split_target(args.target)
+    if kernel is None:
+        raise UsageError("say which kernel: kernelbrain init FILE::KERNEL")
+    try:
+        result = scaffold(path, kernel)
+    except TaskError as exc:
+        raise UsageError(str(exc)) from exc
+    verb = "created" if result.created_config else "updated"
+    print(f"{verb} {result.config} with a [[tasks]] entry for {kernel} (entry `{result.entry}`)")
+    print(f"wrote {result.harness}: fill in the reference and the input functions, then run "
+          f"`kernelbrain verify` or `kernelbrain bench`")
+    return EXIT_OK
+
+
+def _stderr_progress(p) -> None:
+    print(f"  · {p.stage}{(': ' + p.detail) if p.detail else ''}", file=sys.stderr, flush=True)
+
+
 def _cmd_serve(args: argparse.Namespace) -> int:
     from kernelbrain.server.app import serve
 
@@ -63,6 +156,28 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--ignore", action="append", metavar="CODE", help="skip these codes or prefixes (repeatable)")
     p.add_argument("--exit-zero", action="store_true", help="exit 0 even when there are findings")
     p.set_defaults(handler=_cmd_check)
+
+    p = sub.add_parser("verify", help="run the policy gate and the correctness harness on a candidate module")
+    p.add_argument("target", metavar="FILE::KERNEL")
+    p.add_argument("--candidate", type=Path, required=True, metavar="CANDIDATE.py",
+                   help="the whole module with the kernel (and launcher) rewritten")
+    p.add_argument("--device", default="auto", help="auto (default), cpu, cuda or cuda:N")
+    p.add_argument("--json", action="store_true")
+    p.add_argument("--no-timing", action="store_true", help="skip the A/B timing on a GPU")
+    p.add_argument("--timeout", type=float, default=None, help="seconds per harness call")
+    p.add_argument("--seed", type=int, default=0)
+    p.set_defaults(handler=_cmd_verify)
+
+    p = sub.add_parser("bench", help="time the kernel on every case against the device's ceilings")
+    p.add_argument("target", metavar="FILE::KERNEL")
+    p.add_argument("--device", default="auto", help="auto (default), cpu, cuda or cuda:N")
+    p.add_argument("--json", action="store_true")
+    p.add_argument("--rep-ms", type=float, default=300.0, help="timing budget per case (ms)")
+    p.set_defaults(handler=_cmd_bench)
+
+    p = sub.add_parser("init", help="scaffold a task harness for a kernel")
+    p.add_argument("target", metavar="FILE::KERNEL")
+    p.set_defaults(handler=_cmd_init)
 
     p = sub.add_parser("serve", help="run the language server over stdio")
     p.set_defaults(handler=_cmd_serve)

@@ -17,3 +17,15 @@ def examples_copy(tmp_path: Path) -> Path:
     dest = tmp_path / "examples"
     shutil.copytree(EXAMPLES, dest, ignore=shutil.ignore_patterns("__pycache__", ".kernelbrain"))
     return dest
+
+
+def pytest_collection_modifyitems(config, items):
+    """Tests marked `gpu` need a CUDA device; without one they are skipped, visibly."""
+    from kernelbrain.engine.evaluate.devices import gpu_count
+
+    if gpu_count():
+        return
+    skip = pytest.mark.skip(reason="needs a CUDA GPU (run on the GPU machine; see BENCHMARKS.md)")
+    for item in items:
+        if "gpu" in item.keywords:
+            item.add_marker(skip)

@@ -1,0 +1,116 @@
+"""Run-time half of the policy gate (worker only; imports torch).
+
+`AuditMode` is a TorchDispatchMode active while the entry runs. It
+- poisons every tensor the entry allocates with a NaN whose bit pattern is recognisable, so an
+  element the kernel never wrote is detected as unwritten rather than passing by luck;
+- records the PyTorch ops the entry runs *outside* Triton kernel launches, so a candidate that
+  computes its result with PyTorch (a "fallback") is caught.
+Kernel launches are found through `KernelInterface.__getitem__`, the one path by which
+`kernel[grid](...)` runs (jit, autotune, heuristics, interpreter); the mode is suspended inside.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+
+# Allocation, views, copies and metadata: what a launcher may do with PyTorch.
+ALLOWED_OPS = {
+    "empty", "empty_like", "empty_strided", "new_empty", "new_empty_strided", "zeros", "zeros_like", "new_zeros",
+    "ones", "ones_like", "new_ones", "full", "full_like", "new_full", "fill_", "zero_", "arange",
+    "view", "_unsafe_view", "reshape", "_reshape_alias", "as_strided", "expand", "permute", "transpose", "t",
+    "unsqueeze", "squeeze", "select", "slice", "split", "split_with_sizes", "chunk", "narrow", "unbind",
+    "contiguous", "clone", "copy_", "_to_copy", "to", "detach", "alias", "lift_fresh", "view_as", "flatten",
+    "unflatten", "resize_", "set_", "stride", "size", "sym_size", "sym_stride", "sym_numel", "is_contiguous",
+    "_local_scalar_dense", "expand_as", "movedim", "_unsafe_view", "dim", "numel",
+}
+ALLOCATION_OPS = {"empty", "empty_like", "empty_strided", "new_empty", "new_empty_strided"}
+
+# Quiet NaNs with a payload no arithmetic produces: an element still holding one was never written.
+POISON_BITS = {
+    torch.float32: (torch.int32, 0x7FE5A5A5),
+    torch.float16: (torch.int16, 0x7E5A),
+    torch.bfloat16: (torch.int16, 0x7FDA),
+    torch.float64: (torch.int64, 0x7FF8A5A5A5A5A5A5),
+}
+POISON_INT = {torch.int32: -0x5A5A5A5B, torch.int64: -0x5A5A5A5A5A5A5A5B, torch.int16: -0x5A5B, torch.int8: -0x5B}
+
+_active: list["AuditMode"] = []
+_installed = False
+
+
+def poison(t: torch.Tensor) -> None:
+    if not isinstance(t, torch.Tensor) or t.numel() == 0:
+        return
+    if t.dtype in POISON_BITS:
+        int_dtype, bits = POISON_BITS[t.dtype]
+        t.view(int_dtype).fill_(bits)
+    elif t.dtype in POISON_INT:
+        t.fill_(POISON_INT[t.dtype])
+
+
+def unwritten(t: torch.Tensor) -> torch.Tensor | None:
+    """Mask of elements still holding the poison pattern (None for dtypes without one)."""
+    if t.dtype in POISON_BITS:
+        int_dtype, bits = POISON_BITS[t.dtype]
+        return t.contiguous().view(int_dtype) == bits
+    return None
+
+
+def install_launch_hook() -> None:
+    """Suspend every active audit while a Triton kernel launch runs."""
+    global _installed
+    if _installed:
+        return
+    from triton.runtime.jit import KernelInterface
+
+    original = KernelInterface.__getitem__
+
+    def __getitem__(self, grid):
+        launch = original(self, grid)
+
+        def run(*args, **kwargs):
+            for mode in _active:
+                mode.suspended += 1
+            try:
+                return launch(*args, **kwargs)
+            finally:
+                for mode in _active:
+                    mode.suspended -= 1
+
+        return run
+
+    KernelInterface.__getitem__ = __getitem__
+    _installed = True
+
+
+class AuditMode(TorchDispatchMode):
+    def __init__(self, poison_allocations: bool = True):
+        super().__init__()
+        self.ops: Counter[str] = Counter()
+        self.suspended = 0
+        self.poison_allocations = poison_allocations
+
+    def __enter__(self):
+        _active.append(self)
+        return super().__enter__()
+
+    def __exit__(self, *exc):
+        _active.remove(self)
+        return super().__exit__(*exc)
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        out = func(*args, **(kwargs or {}))
+        if self.suspended:
+            return out
+        name = func.overloadpacket.__name__
+        self.ops[name] += 1
+        if self.poison_allocations and name in ALLOCATION_OPS:
+            poison(out)
+        return out
+
+    @property
+    def compute_ops(self) -> set[str]:
+        return {op for op in self.ops if op not in ALLOWED_OPS}

@@ -1,0 +1,63 @@
+"""Per-device ceilings (copy bandwidth, bf16 matmul rate), measured once and cached on disk.
+
+Keyed by device name and torch/triton versions, in the user's cache folder, so every project on
+the machine shares one measurement (it takes a few seconds of GPU time).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import msgspec
+
+from . import messages as m
+from .pool import WorkerDied, WorkerPool
+
+
+def cache_path() -> Path:
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "kernelbrain" / "ceilings.json"
+
+
+class CeilingCache:
+    def __init__(self, path: Path | None = None):
+        self.path = path or cache_path()
+
+    def _load(self) -> dict:
+        try:
+            return json.loads(self.path.read_text())
+        except (OSError, ValueError):
+            return {}  # missing or corrupt: measure again
+
+    def key(self, info: m.Ready) -> str:
+        return f"{info.device_name}|torch {info.torch}|triton {info.triton}"
+
+    def get_or_measure(self, pool: WorkerPool, device: str) -> m.Ceilings | None:
+        if not device.startswith("cuda"):
+            return None
+        worker = pool.worker(device)
+        info = worker.info if worker.alive and worker.info else pool.call(device, m.Ping(), 180.0)
+        key = self.key(info)
+        data = self._load()
+        if key in data:
+            try:
+                return msgspec.convert(data[key], m.Ceilings)
+            except msgspec.ValidationError:
+                pass
+        try:
+            ceilings = pool.call(device, m.MeasureCeilings(), 300.0)
+        except WorkerDied:
+            return None
+        if not isinstance(ceilings, m.Ceilings):
+            return None
+        data[key] = msgspec.to_builtins(ceilings)
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            tmp = self.path.with_suffix(".tmp")
+            tmp.write_text(json.dumps(data, indent=2))
+            tmp.replace(self.path)
+        except OSError:
+            pass  # a read-only home only costs a re-measurement next time
+        return ceilings

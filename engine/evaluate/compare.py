@@ -1,0 +1,145 @@
+"""Compare an output with the expected one, with per-dtype tolerances (worker only)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from .audit import unwritten
+
+# rtol, atol by the lower-precision dtype of the two sides (brief §4), overridable per task.
+TOLERANCES = {
+    torch.float64: (1e-7, 1e-7),
+    torch.float32: (1e-4, 1e-5),
+    torch.float16: (1e-3, 1e-3),
+    torch.bfloat16: (1e-2, 1e-2),
+}
+_PRECISION_ORDER = [torch.bfloat16, torch.float16, torch.float32, torch.float64]
+
+
+@dataclass
+class Comparison:
+    """The outcome of comparing one output; `reason` is None when it matches."""
+
+    reason: str | None = None  # "mismatch" | "unwritten-output" | "nan-output" | "shape" | "dtype" | "type"
+    message: str = ""
+    max_abs_err: float | None = None
+    max_rel_err: float | None = None
+    mismatched: int = 0
+    elements: int = 0
+
+    @property
+    def ok(self) -> bool:
+        return self.reason is None
+
+
+def Mismatch(reason, message, max_abs_err=None, max_rel_err=None, mismatched=0, elements=0) -> Comparison:
+    return Comparison(reason, message, max_abs_err, max_rel_err, mismatched, elements)
+
+
+def tolerance(a: torch.dtype, b: torch.dtype, rtol: float | None, atol: float | None, scale: float = 1.0):
+    floats = [d for d in (a, b) if d in TOLERANCES]
+    lowest = min(floats, key=_PRECISION_ORDER.index) if floats else torch.float32
+    r, t = TOLERANCES[lowest]
+    return (rtol if rtol is not None else r) * scale, (atol if atol is not None else t) * scale
+
+
+def _flatten(x, path="out"):
+    if isinstance(x, (tuple, list)):
+        for i, item in enumerate(x):
+            yield from _flatten(item, f"{path}[{i}]")
+    elif isinstance(x, dict):
+        for k in sorted(x):
+            yield from _flatten(x[k], f"{path}[{k!r}]")
+    else:
+        yield path, x
+
+
+def compare(out, expected, rtol=None, atol=None, scale: float = 1.0, check_dtype_of=None) -> Comparison:
+    """Compare every value of `out` with `expected`. `check_dtype_of`: an output whose dtypes
+    `out` must keep (the original kernel's), since the reference may compute in a wider type."""
+    got, want = list(_flatten(out)), list(_flatten(expected))
+    if len(got) != len(want):
+        return Mismatch("type", f"returned {len(got)} values, expected {len(want)}")
+    dtype_ref = dict(_flatten(check_dtype_of)) if check_dtype_of is not None else {}
+    total = Comparison()
+    for (path, g), (_, w) in zip(got, want):
+        if isinstance(w, torch.Tensor):
+            if not isinstance(g, torch.Tensor):
+                return Mismatch("type", f"{path}: returned {type(g).__name__}, expected a tensor")
+            c = _compare_tensors(path, g, w, rtol, atol, scale, dtype_ref.get(path))
+            if not c.ok:
+                return c
+            total.max_abs_err = max(total.max_abs_err or 0.0, c.max_abs_err or 0.0)
+            total.max_rel_err = max(total.max_rel_err or 0.0, c.max_rel_err or 0.0)
+            total.elements += c.elements
+        elif isinstance(w, (int, float)) and not isinstance(w, bool):
+            gv = float(g.item()) if isinstance(g, torch.Tensor) else g
+            if not isinstance(gv, (int, float)) or abs(gv - w) > (atol or 1e-5) * scale + (rtol or 1e-4) * scale * abs(w):
+                return Mismatch("mismatch", f"{path}: {gv!r} != {w!r}")
+        elif g != w and not (g is None and w is None):
+            return Mismatch("mismatch", f"{path}: {g!r} != {w!r}")
+    return total
+
+
+def _compare_tensors(path, g: torch.Tensor, w: torch.Tensor, rtol, atol, scale, orig: torch.Tensor | None):
+    if tuple(g.shape) != tuple(w.shape):
+        return Mismatch("shape", f"{path}: shape {tuple(g.shape)}, expected {tuple(w.shape)}")
+    if isinstance(orig, torch.Tensor) and g.dtype != orig.dtype:  # the reference may compute wider
+        return Mismatch("dtype", f"{path}: dtype {g.dtype}, the original returns {orig.dtype}")
+    n = g.numel()
+    if n == 0:
+        return Comparison()
+    holes = unwritten(g)
+    if holes is not None and bool(holes.any()):
+        count = int(holes.sum())
+        first = tuple(int(i) for i in torch.nonzero(holes.reshape(g.shape))[0].tolist())
+        return Mismatch("unwritten-output", f"{path}: {count} of {n} elements were never written (first at {first})",
+                        mismatched=count, elements=n)
+    if g.dtype.is_floating_point or w.dtype.is_floating_point:
+        r, a = tolerance(g.dtype, w.dtype, rtol, atol, scale)
+        gd, wd = g.detach().to("cpu", torch.float64), w.detach().to("cpu", torch.float64)
+        gnan, wnan = torch.isnan(gd), torch.isnan(wd)
+        bad_nan = gnan & ~wnan
+        if bool(bad_nan.any()):
+            count = int(bad_nan.sum())
+            return Mismatch("nan-output", f"{path}: {count} of {n} elements are NaN where the reference is finite",
+                            mismatched=count, elements=n)
+        both_inf = torch.isinf(gd) & torch.isinf(wd) & (torch.sign(gd) == torch.sign(wd))
+        ok = (gd - wd).abs() <= a + r * wd.abs()
+        ok |= (gnan & wnan) | both_inf
+        diff = torch.where(ok, torch.zeros_like(gd), (gd - wd).abs())
+        finite = torch.isfinite(gd) & torch.isfinite(wd)
+        abs_err = (gd - wd).abs()[finite]
+        max_abs = float(abs_err.max()) if abs_err.numel() else 0.0
+        rel = (abs_err / wd.abs()[finite].clamp_min(1e-12)) if abs_err.numel() else abs_err
+        max_rel = float(rel.max()) if rel.numel() else 0.0
+        if not bool(ok.all()):
+            count = int((~ok).sum())
+            idx = tuple(int(i) for i in torch.nonzero(diff.reshape(g.shape) == diff.max())[0].tolist())
+            return Mismatch("mismatch", f"{path}: {count} of {n} elements differ beyond rtol={r:g}, atol={a:g}; "
+                                        f"worst at {idx}: {float(gd.reshape(g.shape)[idx]):.6g} vs "
+                                        f"{float(wd.reshape(g.shape)[idx]):.6g} (max abs err {max_abs:.3g})",
+                            max_abs, max_rel, count, n)
+        return Comparison(max_abs_err=max_abs, max_rel_err=max_rel, elements=n)
+    if not torch.equal(g.cpu(), w.cpu().to(g.dtype)):
+        count = int((g.cpu() != w.cpu().to(g.dtype)).sum())
+        return Mismatch("mismatch", f"{path}: {count} of {n} integer elements differ", mismatched=count, elements=n)
+    return Comparison(max_abs_err=0.0, max_rel_err=0.0, elements=n)
+
+
+def bitwise_equal(a, b) -> bool:
+    for (_, x), (_, y) in zip(_flatten(a), _flatten(b)):
+        if isinstance(x, torch.Tensor):
+            if not isinstance(y, torch.Tensor) or x.shape != y.shape or x.dtype != y.dtype:
+                return False
+            if x.dtype.is_floating_point:
+                int_dtype = {8: torch.int64, 4: torch.int32, 2: torch.int16, 1: torch.int8}[x.element_size()]
+                if not torch.equal(x.contiguous().view(int_dtype), y.contiguous().view(int_dtype)):
+                    return False
+            elif not torch.equal(x, y):
+                return False
+        elif x != y:
+            return False
+    return True

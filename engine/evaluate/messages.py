@@ -1,0 +1,197 @@
+"""Messages between the engine and its evaluation workers (msgspec msgpack, length-prefixed).
+
+The engine sends one request; the worker answers with any number of `Progress` messages and
+then exactly one result (or `WorkerError`). Framing: 4-byte big-endian length, then the payload.
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+from typing import Union
+
+import msgspec
+
+from ..task.spec import Task
+
+STAGES = ("smoke", "sweep", "stability", "determinism", "edge")
+
+
+class Ceilings(msgspec.Struct, tag="ceilings_result"):
+    device_name: str
+    copy_gbps: float  # device-to-device copy, bytes read + written
+    bf16_tflops: float  # cuBLAS bf16 matmul 8192^3
+    measured_at: str = ""
+
+
+# -- requests --------------------------------------------------------------------------------
+class Ping(msgspec.Struct, tag="ping"):
+    pass
+
+
+class RunHarness(msgspec.Struct, tag="harness"):
+    """Run the correctness stages on a candidate (or on the original when `candidate` is None)."""
+
+    task: Task
+    candidate: str | None
+    candidate_id: str = "original"
+    seed: int = 0
+    stages: list[str] = msgspec.field(default_factory=lambda: list(STAGES))
+    full_cases: bool = False  # also sweep the full benchmark cases (GPU workers)
+
+
+class TimeAB(msgspec.Struct, tag="time_ab"):
+    """Interleaved A/B timing of the original (A) against a candidate (B) on every benchmark case."""
+
+    task: Task
+    candidate: str
+    candidate_id: str
+    rep_ms: float = 300.0  # timing budget per side and case
+    noise_check: bool = True  # also time A against A to measure the noise floor
+    seed: int = 0
+
+
+class Bench(msgspec.Struct, tag="bench"):
+    """Time the original (or a candidate) alone on every benchmark case, against the ceilings."""
+
+    task: Task
+    candidate: str | None = None
+    rep_ms: float = 300.0
+    seed: int = 0
+    ceilings: Ceilings | None = None  # to place each case against the device's ceilings
+
+
+class MeasureCeilings(msgspec.Struct, tag="ceilings"):
+    pass
+
+
+Request = Union[Ping, RunHarness, TimeAB, Bench, MeasureCeilings]
+
+
+# -- answers ---------------------------------------------------------------------------------
+class Ready(msgspec.Struct, tag="ready"):
+    pid: int
+    device: str
+    device_name: str
+    torch: str
+    triton: str
+    interpreter: bool
+
+
+class Progress(msgspec.Struct, tag="progress"):
+    stage: str
+    detail: str = ""
+
+
+class CaseResult(msgspec.Struct):
+    stage: str
+    label: str
+    ok: bool
+    reason: str | None = None
+    message: str = ""
+    max_abs_err: float | None = None
+    max_rel_err: float | None = None
+    mismatched: int = 0
+    elements: int = 0
+
+
+class StageResult(msgspec.Struct):
+    name: str
+    passed: bool
+    cases: int = 0
+    skipped: int = 0
+    message: str = ""
+
+
+class HarnessResult(msgspec.Struct, tag="harness_result"):
+    accepted: bool
+    stage: str | None  # the failing stage, or None when accepted
+    reason: str | None  # machine-readable reason of the failure
+    message: str
+    stages: list[StageResult] = []
+    cases: list[CaseResult] = []
+    torch_ops: list[str] = []  # PyTorch compute ops the candidate ran outside its kernels
+
+
+class CaseTiming(msgspec.Struct):
+    label: str
+    baseline_ms: float
+    candidate_ms: float
+    speedup: float  # baseline / candidate, medians
+    ci_low: float  # bootstrap 95% interval of the speedup
+    ci_high: float
+    p_value: float  # two-sided sign test over paired runs
+    noise_floor: float  # relative, from the A/A comparison
+    verdict: str  # "faster" | "slower" | "same"
+    reps: int
+    cuda_graph: bool
+    baseline_spread: float = 0.0  # interquartile range / median
+    candidate_spread: float = 0.0
+
+
+class TimingResult(msgspec.Struct, tag="timing_result"):
+    cases: list[CaseTiming]
+    speedup: float  # geometric mean over cases
+    verdict: str
+
+
+class CaseBench(msgspec.Struct):
+    label: str
+    median_ms: float
+    spread: float
+    bytes: int
+    flops: int | None
+    gbps: float
+    tflops: float | None
+    fraction_of_ceiling: float | None
+    bound: str  # "memory" | "compute"
+    cuda_graph: bool
+
+
+class BenchResult(msgspec.Struct, tag="bench_result"):
+    cases: list[CaseBench]
+    ceilings: Ceilings | None
+
+
+class WorkerError(msgspec.Struct, tag="error"):
+    reason: str
+    message: str
+    traceback: str = ""
+
+
+Answer = Union[Ready, Progress, HarnessResult, TimingResult, BenchResult, Ceilings, WorkerError]
+
+_encoder = msgspec.msgpack.Encoder()
+_request_decoder = msgspec.msgpack.Decoder(Request)
+_answer_decoder = msgspec.msgpack.Decoder(Answer)
+_HEADER = struct.Struct(">I")
+
+
+def _read_exact(fd: int, n: int) -> bytes:
+    chunks = []
+    while n:
+        chunk = os.read(fd, n)
+        if not chunk:
+            raise EOFError("pipe closed")
+        chunks.append(chunk)
+        n -= len(chunk)
+    return b"".join(chunks)
+
+
+def write_message(fd: int, message: msgspec.Struct) -> None:
+    payload = _encoder.encode(message)
+    data = _HEADER.pack(len(payload)) + payload
+    view = memoryview(data)
+    while view:
+        written = os.write(fd, view)
+        view = view[written:]
+
+
+def read_request(fd: int) -> Request:
+    (n,) = _HEADER.unpack(_read_exact(fd, 4))
+    return _request_decoder.decode(_read_exact(fd, n))
+
+
+def read_answer(fd: int) -> Answer:
+    (n,) = _HEADER.unpack(_read_exact(fd, 4))
+    return _answer_decoder.decode(_read_exact(fd, n))

@@ -1,0 +1,172 @@
+"""Derive new test cases from a given one (worker only): odd sizes, size-1 dims, strides, scales.
+
+A case is a tuple of entry arguments. Every distinct tensor dimension size is a "symbol"; a
+perturbation changes one symbol everywhere it occurs (so `matmul(a[M,K], b[K,N])` keeps K
+consistent) and redraws the tensors with the same dtype and kind of values. Integer tensors whose
+values all lie below some dimension size are treated as indices into it and redrawn in range.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+MAX_GROWTH = 4  # a perturbed case may hold at most this many times the elements of its source
+
+
+def _is_prime(n: int) -> bool:
+    return n >= 2 and all(n % p for p in range(2, int(math.isqrt(n)) + 1))
+
+
+def next_prime(n: int) -> int:
+    n = max(n, 2)
+    while not _is_prime(n):
+        n += 1
+    return n
+
+
+def symbols(args) -> list[int]:
+    """Distinct dimension sizes (> 1) of the tensor arguments, largest first."""
+    sizes = {d for a in args if isinstance(a, torch.Tensor) for d in a.shape if d > 1}
+    return sorted(sizes, reverse=True)
+
+
+def _index_bound(t: torch.Tensor, sizes: list[int]) -> int | None:
+    """The dimension size an integer tensor indexes into, if its values say so."""
+    if t.dtype.is_floating_point or t.dtype == torch.bool or t.numel() == 0:
+        return None
+    lo, hi = int(t.min()), int(t.max())
+    if lo < 0:
+        return None
+    fits = [s for s in sizes if hi < s]
+    return min(fits) if fits else None
+
+
+def _redraw(t: torch.Tensor, shape: tuple[int, ...], bound: int | None, generator: torch.Generator) -> torch.Tensor:
+    if t.dtype.is_floating_point:
+        x = torch.randn(shape, generator=generator, dtype=torch.float32)
+        return x.to(device=t.device, dtype=t.dtype)
+    if t.dtype == torch.bool:
+        return (torch.rand(shape, generator=generator) > 0.5).to(t.device)
+    if bound is not None:
+        return torch.randint(0, max(bound, 1), shape, generator=generator, dtype=t.dtype).to(t.device)
+    lo, hi = (int(t.min()), int(t.max()) + 1) if t.numel() else (0, 2)
+    return torch.randint(lo, max(hi, lo + 1), shape, generator=generator, dtype=t.dtype).to(t.device)
+
+
+def resize(args, old: int, new: int, generator: torch.Generator):
+    """A copy of `args` with every dimension of size `old` changed to `new` (tensors redrawn)."""
+    sizes = symbols(args)
+    out = []
+    for a in args:
+        if isinstance(a, torch.Tensor):
+            bound = _index_bound(a, sizes)
+            new_bound = (new if bound == old else bound) if bound is not None else None
+            shape = tuple(new if d == old else d for d in a.shape)
+            out.append(_redraw(a, shape, new_bound, generator))
+        elif isinstance(a, int) and not isinstance(a, bool) and a == old:
+            out.append(new)
+        else:
+            out.append(a)
+    return tuple(out)
+
+
+def _numel(args) -> int:
+    return sum(a.numel() for a in args if isinstance(a, torch.Tensor))
+
+
+def odd_sizes(args, blocks: list[int], seed: int, limit: int = 12):
+    """Sizes around block boundaries (B-1, B+1), next primes and a single row, one symbol at a time."""
+    g = torch.Generator().manual_seed(seed)
+    base = _numel(args)
+    first_dim = next((a.shape[0] for a in args if isinstance(a, torch.Tensor) and a.dim() >= 2), None)
+    cases = []
+    for s in symbols(args):
+        targets = {s - 1, s + 1, next_prime(s + 2)}
+        targets |= {b + d for b in blocks if s / 4 <= b <= 4 * s for d in (-1, 1)}
+        if s == first_dim:
+            targets.add(1)
+        for t in sorted(t for t in targets if t >= 1 and t != s):
+            if base and _numel(resize_shapes_only(args, s, t)) > MAX_GROWTH * base:
+                continue
+            cases.append((f"{s}->{t}", resize(args, s, t, g)))
+    return cases[:limit]
+
+
+def resize_shapes_only(args, old: int, new: int):
+    """Shapes after a resize, without allocating (meta tensors)."""
+    return tuple(
+        torch.empty(tuple(new if d == old else d for d in a.shape), device="meta") if isinstance(a, torch.Tensor) else a
+        for a in args
+    )
+
+
+def size_one(args, seed: int):
+    """Each symbol set to 1 in turn (size-1 dimensions)."""
+    g = torch.Generator().manual_seed(seed)
+    return [(f"{s}->1", resize(args, s, 1, g)) for s in symbols(args)]
+
+
+def non_contiguous(args):
+    """The same values with non-unit inner strides: each 2-D+ float tensor read through a strided view."""
+    out, changed = [], False
+    for a in args:
+        if isinstance(a, torch.Tensor) and a.dim() >= 2 and a.is_floating_point():
+            wide = torch.empty(*a.shape[:-1], 2 * a.shape[-1], dtype=a.dtype, device=a.device)
+            view = wide[..., ::2]
+            view.copy_(a)
+            out.append(view)
+            changed = True
+        else:
+            out.append(a)
+    return tuple(out) if changed else None
+
+
+def transposed(args):
+    """The same values in column-major layout (transposed storage) for 2-D float tensors."""
+    out, changed = [], False
+    for a in args:
+        if isinstance(a, torch.Tensor) and a.dim() == 2 and a.is_floating_point() and a.shape[0] > 1 and a.shape[1] > 1:
+            out.append(a.t().contiguous().t())
+            changed = True
+        else:
+            out.append(a)
+    return tuple(out) if changed else None
+
+
+def scaled(args, kind: str, seed: int):
+    """Numerical-stability variants of the floating-point arguments."""
+    g = torch.Generator().manual_seed(seed)
+    out = []
+    for a in args:
+        if not (isinstance(a, torch.Tensor) and a.is_floating_point()):
+            out.append(a)
+            continue
+        x = a.detach().float().cpu()
+        if kind == "large":
+            x = x * 100.0
+        elif kind == "small":
+            x = x * 1e-4
+        elif kind == "mixed":
+            x = x * torch.pow(10.0, torch.empty(x.shape).uniform_(-3, 3, generator=g))
+        elif kind == "neg-inf":
+            mask = torch.rand(x.shape, generator=g) < 0.02
+            x = torch.where(mask, torch.full_like(x, float("-inf")), x)
+        out.append(x.to(device=a.device, dtype=a.dtype))
+    return tuple(out)
+
+
+def clone_args(args):
+    return tuple(a.clone() if isinstance(a, torch.Tensor) else a for a in args)
+
+
+def describe(args) -> str:
+    parts = []
+    for a in args:
+        if isinstance(a, torch.Tensor):
+            dt = str(a.dtype).replace("torch.", "")
+            parts.append(f"{dt}[{'x'.join(map(str, a.shape))}]" + ("" if a.is_contiguous() else " strided"))
+        else:
+            parts.append(repr(a))
+    return ", ".join(parts)

@@ -1,0 +1,98 @@
+"""An evaluation worker process: `python -m kernelbrain.engine.evaluate.worker DEVICE RFD WFD`.
+
+The only place user and candidate code runs. One worker per device; the engine talks to it
+over two inherited pipe descriptors with `messages.py` frames, so whatever the user's code
+prints (stdout is redirected to stderr here) can never corrupt the protocol. The engine
+enforces timeouts by killing the process; a crash of any kind ends only this process.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import traceback
+
+
+def _serve(device: str, rfd: int, wfd: int) -> None:
+    from . import messages as m
+
+    interpreter = device == "cpu"
+    if interpreter:
+        os.environ["TRITON_INTERPRET"] = "1"  # fixed at `import triton`: set before it
+    import torch
+    import triton
+
+    from .audit import install_launch_hook
+    from .harness import Harness, ModuleLoader, classify_exception
+
+    install_launch_hook()
+    if interpreter:
+        torch.set_num_threads(max(1, (os.cpu_count() or 2) // 2))
+        name = "CPU (Triton interpreter)"
+    else:
+        torch.cuda.set_device(0)  # the engine exposes exactly one GPU through CUDA_VISIBLE_DEVICES
+        name = torch.cuda.get_device_name(0)
+    dev = "cpu" if interpreter else "cuda"
+    loader = ModuleLoader()
+    m.write_message(wfd, m.Ready(os.getpid(), device, name, str(torch.__version__), str(triton.__version__), interpreter))
+
+    def progress(stage: str, detail: str = "") -> None:
+        m.write_message(wfd, m.Progress(stage, detail))
+
+    while True:
+        try:
+            req = m.read_request(rfd)
+        except EOFError:
+            return
+        fatal = False
+        try:
+            if isinstance(req, m.Ping):
+                answer = m.Ready(os.getpid(), device, name, str(torch.__version__), str(triton.__version__), interpreter)
+            elif isinstance(req, m.RunHarness):
+                answer, fatal = Harness(req, dev, loader, progress).run()
+            elif interpreter:
+                answer = m.WorkerError("no-gpu", "timing needs a GPU: the CPU interpreter only checks correctness")
+            elif isinstance(req, (m.TimeAB, m.Bench)):
+                answer = _time(req, dev, loader, progress)
+            elif isinstance(req, m.MeasureCeilings):
+                progress("ceilings", "copy bandwidth and bf16 matmul rate")
+                from .timing import measure_ceilings
+
+                answer = measure_ceilings()
+            else:
+                answer = m.WorkerError("bad-request", f"unknown request {type(req).__name__}")
+        except Exception as exc:  # a bug or a device failure outside the harness's own handling
+            reason, fatal = classify_exception(exc)
+            answer = m.WorkerError(reason, f"{type(exc).__name__}: {exc}", traceback.format_exc()[-4000:])
+        m.write_message(wfd, answer)
+        if fatal:
+            os._exit(3)  # the CUDA context is unusable; the engine starts a fresh worker
+
+
+def _time(req, dev, loader, progress):
+    from . import messages as m
+    from .harness import Harness
+    from .shapes import describe
+    from .timing import bench_cases, compare_cases
+
+    h = Harness(m.RunHarness(req.task, req.candidate, seed=req.seed), dev, loader, progress)
+    h.load()
+    cases = h.full_cases("timing")
+    labels = req.task.shapes if req.task.shapes and len(req.task.shapes) == len(cases) else [describe(c) for c in cases]
+    if isinstance(req, m.TimeAB):
+        progress("timing", f"{len(cases)} cases, interleaved")
+        return compare_cases(h.original_entry, h.entry, cases, labels, req.rep_ms, req.noise_check, req.seed)
+    progress("bench", f"{len(cases)} cases")
+    uses_dot = "tl.dot(" in (req.candidate or open(req.task.file, encoding="utf-8").read())
+    return m.BenchResult(bench_cases(h.entry, cases, labels, req.rep_ms, uses_dot, req.ceilings), req.ceilings)
+
+
+def main() -> None:
+    device, rfd, wfd = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+    os.dup2(2, 1)  # anything printed goes to stderr, never into the protocol pipe
+    sys.stdout = sys.stderr
+    _serve(device, rfd, wfd)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,51 @@
+"""Human-readable terminal output for verify/bench (rich tables; plain text when piped)."""
+
+from __future__ import annotations
+
+from rich.console import Console
+from rich.table import Table
+
+console = Console(highlight=False, soft_wrap=True)
+
+
+def _status(ok: bool) -> str:
+    return "[green]passed[/]" if ok else "[red]failed[/]"
+
+
+def print_harness(task, device: str, result) -> None:
+    console.print(f"[bold]{task.kernel}[/] ({task.file}) on {device}")
+    if result.accepted:
+        console.print(f"harness: [green]{result.message}[/]")
+    else:
+        console.print(f"harness: [red]failed at {result.stage}[/] ({result.reason})\n  {result.message}")
+
+
+def print_verify(report) -> None:
+    head = f"[bold]{report.kernel}[/] · candidate {report.candidate_id} · {report.device}"
+    console.print(head)
+    if report.accepted:
+        console.print(f"[green]ACCEPTED[/]: {report.message}")
+    else:
+        where = f" (line {report.line})" if report.line else ""
+        console.print(f"[red]REJECTED[/] at {report.stage}{where}: [bold]{report.reason}[/]\n  {report.message}")
+    if report.stages:
+        console.print("stages: " + ", ".join(f"{s.name} {_status(s.passed)} ({s.cases})" for s in report.stages))
+    if report.timing is not None:
+        t = Table("case", "baseline ms", "candidate ms", "speedup", "95% CI", "p", "noise", "verdict")
+        for c in report.timing.cases:
+            t.add_row(c.label, f"{c.baseline_ms:.4f}", f"{c.candidate_ms:.4f}", f"{c.speedup:.3f}x",
+                      f"{c.ci_low:.3f}-{c.ci_high:.3f}", f"{c.p_value:.2g}", f"{c.noise_floor:.1%}", c.verdict)
+        console.print(t)
+        console.print(f"geomean speedup {report.timing.speedup:.3f}x: [bold]{report.timing.verdict}[/]")
+
+
+def print_bench(result) -> None:
+    t = Table("case", "median ms", "spread", "GB/s", "TFLOP/s", "of ceiling", "bound")
+    for c in result.cases:
+        t.add_row(c.label, f"{c.median_ms:.4f}", f"{c.spread:.1%}", f"{c.gbps:.0f}",
+                  f"{c.tflops:.0f}" if c.tflops else "-",
+                  f"{c.fraction_of_ceiling:.1%}" if c.fraction_of_ceiling is not None else "-", c.bound)
+    console.print(t)
+    if result.ceilings is not None:
+        ce = result.ceilings
+        console.print(f"ceilings ({ce.device_name}): copy {ce.copy_gbps:.0f} GB/s, bf16 matmul {ce.bf16_tflops:.0f} TFLOP/s")

@@ -1,0 +1,228 @@
+"""Find and statically validate the harness of a kernel.
+
+Looks for `kernelbrain.toml` (`[[tasks]]`) or `pyproject.toml` (`[[tool.kernelbrain.tasks]]`)
+in the kernel file's folder and its parents, or recognises a KernelBench-style task file.
+Every missing or wrong piece raises `TaskError` with a message that says what to write.
+Pure `ast` and TOML: no torch, no triton, nothing of the user's is executed.
+"""
+
+from __future__ import annotations
+
+import ast
+import tomllib
+from pathlib import Path
+from typing import Iterator
+
+import msgspec
+
+from ..index import parse_module
+from .spec import Task, TaskError, TaskSpec
+
+CONFIG_NAMES = ("kernelbrain.toml", "pyproject.toml")
+KERNELBENCH_NAMES = ("Model", "ModelNew", "get_inputs", "get_init_inputs")
+
+
+def _rel(path: Path) -> str:
+    try:
+        return str(path.relative_to(Path.cwd()))
+    except ValueError:
+        return str(path)
+
+
+def config_files(start: Path) -> Iterator[Path]:
+    """Config files from `start`'s folder upwards, nearest first; stops above a VCS root."""
+    folder = start if start.is_dir() else start.parent
+    for d in [folder, *folder.parents]:
+        for name in CONFIG_NAMES:
+            if (d / name).is_file():
+                yield d / name
+        if (d / ".git").exists() or (d / ".hg").exists():
+            return
+
+
+def load_tasks(config: Path) -> list[TaskSpec]:
+    """The task tables of one config file (empty when it declares none)."""
+    try:
+        data = tomllib.loads(config.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError) as exc:
+        raise TaskError(f"{_rel(config)}: cannot read: {exc}", "config") from exc
+    except tomllib.TOMLDecodeError as exc:
+        raise TaskError(f"{_rel(config)}: invalid TOML: {exc}", "config") from exc
+    if config.name == "pyproject.toml":
+        raw = data.get("tool", {}).get("kernelbrain", {}).get("tasks", [])
+        where = "[[tool.kernelbrain.tasks]]"
+    else:
+        raw = data.get("tasks", [])
+        where = "[[tasks]]"
+    try:
+        return msgspec.convert(raw, list[TaskSpec])
+    except msgspec.ValidationError as exc:
+        raise TaskError(f"{_rel(config)}: {where}: {exc}", "config") from exc
+
+
+def _functions(tree: ast.Module) -> dict[str, ast.FunctionDef]:
+    return {n.name: n for n in tree.body if isinstance(n, ast.FunctionDef)}
+
+
+def _classes(tree: ast.Module) -> dict[str, ast.ClassDef]:
+    return {n.name: n for n in tree.body if isinstance(n, ast.ClassDef)}
+
+
+def _signature(fn: ast.FunctionDef, drop_self: bool = False) -> tuple[list[str], int]:
+    params = [a.arg for a in fn.args.posonlyargs + fn.args.args]
+    if drop_self and params and params[0] == "self":
+        params = params[1:]
+    required = len(params) - len(fn.args.defaults)
+    return params, required
+
+
+def _parse_file(path: Path) -> ast.Module:
+    if not path.is_file():
+        raise TaskError(f"file not found: {_rel(path)}", "file-not-found")
+    try:
+        return ast.parse(path.read_text(encoding="utf-8"), str(path))
+    except SyntaxError as exc:
+        raise TaskError(f"{_rel(path)}:{exc.lineno}: syntax error: {exc.msg}", "syntax-error") from exc
+    except (UnicodeDecodeError, ValueError) as exc:
+        raise TaskError(f"{_rel(path)}: cannot read as Python source: {exc}", "syntax-error") from exc
+
+
+def _resolve_ref(ref: str, file: Path, root: Path) -> tuple[Path, str]:
+    """`name` (in the kernel's file) or `module:name` (a path or dotted module from the config's folder)."""
+    if ":" not in ref:
+        return file, ref
+    module, name = ref.rsplit(":", 1)
+    candidates = [root / module, root / (module.replace(".", "/") + ".py"), file.parent / module]
+    for c in candidates:
+        if c.suffix == ".py" and c.is_file():
+            return c.resolve(), name
+    raise TaskError(f"module `{module}` of `{ref}` not found (looked for {', '.join(_rel(c) for c in candidates[:2])})",
+                    "reference-not-found")
+
+
+def _require_function(path: Path, name: str, role: str) -> ast.FunctionDef:
+    fns = _functions(_parse_file(path))
+    if name not in fns:
+        near = ", ".join(sorted(fns)) or "none"
+        raise TaskError(f"{role} `{name}` not found in {_rel(path)} (top-level functions there: {near})",
+                        f"{role.replace(' ', '-')}-not-found")
+    return fns[name]
+
+
+def is_kernelbench(tree: ast.Module) -> bool:
+    names = set(_functions(tree)) | set(_classes(tree))
+    return all(n in names for n in KERNELBENCH_NAMES)
+
+
+def find_task(file: str | Path, kernel: str | None = None) -> Task:
+    """The validated harness of `file::kernel` (kernel may be omitted when the file has one)."""
+    path = Path(file).resolve()
+    tree = _parse_file(path)
+    index = parse_module(path.read_text(encoding="utf-8"), str(path)).index
+    if kernel is not None:
+        _check_kernel(index, kernel, path)
+    for config in config_files(path):
+        specs = load_tasks(config)
+        matches = [s for s in specs if (config.parent / s.file).resolve() == path and (kernel is None or s.kernel == kernel)]
+        if len(matches) > 1 and kernel is None:
+            names = ", ".join(s.kernel for s in matches)
+            raise TaskError(f"{_rel(path)} has several harnessed kernels ({names}): say which with FILE::KERNEL", "ambiguous")
+        if matches:
+            return _validate(matches[0], path, tree, index, config)
+    if is_kernelbench(tree):
+        return _kernelbench_task(path, tree, index, kernel)
+    target = f"{_rel(path)}::{kernel}" if kernel else _rel(path)
+    raise TaskError(
+        f"no harness for {target}: add a [[tasks]] entry (file, kernel, entry, reference, inputs) to a "
+        f"kernelbrain.toml beside it, or run `kernelbrain init {target}` to scaffold one",
+        "no-harness",
+    )
+
+
+def _check_kernel(index, name: str, path: Path) -> None:
+    if index.kernel(name) is None:
+        found = ", ".join(k.name for k in index.kernels) or "none"
+        raise TaskError(f"kernel `{name}` not found in {_rel(path)} (Triton kernels there: {found})", "kernel-not-found")
+
+
+def _validate(spec: TaskSpec, path: Path, tree: ast.Module, index, config: Path) -> Task:
+    root = config.parent.resolve()
+    _check_kernel(index, spec.kernel, path)
+    fns = _functions(tree)
+    entry = spec.entry
+    if entry is None:
+        launchers = index.kernel(spec.kernel).launchers
+        top = [l for l in launchers if l in fns]
+        if len(top) != 1:
+            why = "no top-level function launches it" if not top else f"{len(top)} functions launch it ({', '.join(top)})"
+            raise TaskError(f"entry omitted for `{spec.kernel}` and {why}: set `entry = \"...\"` in {_rel(config)}",
+                            "entry-not-found")
+        entry = top[0]
+    entry_fn = _require_function(path, entry, "entry")
+    if spec.reference is None:
+        raise TaskError(f"{_rel(config)}: task for `{spec.kernel}` has no `reference` (a PyTorch function with the entry's signature)",
+                        "reference-not-found")
+    if spec.inputs is None:
+        raise TaskError(f"{_rel(config)}: task for `{spec.kernel}` has no `inputs` (a function returning a list of argument tuples)",
+                        "inputs-not-found")
+    ref_path, ref_name = _resolve_ref(spec.reference, path, root)
+    ref_fn = _require_function(ref_path, ref_name, "reference")
+    (e_params, e_req), (r_params, r_req) = _signature(entry_fn), _signature(ref_fn)
+    if len(e_params) != len(r_params) or e_req != r_req:
+        raise TaskError(
+            f"reference `{ref_name}({', '.join(r_params)})` does not take the same arguments as entry "
+            f"`{entry}({', '.join(e_params)})`: the engine calls both with each input tuple",
+            "signature-mismatch",
+        )
+    in_path, in_name = _resolve_ref(spec.inputs, path, root)
+    _require_function(in_path, in_name, "inputs")
+    small = None
+    if spec.small_inputs is not None:
+        s_path, s_name = _resolve_ref(spec.small_inputs, path, root)
+        _require_function(s_path, s_name, "small inputs")
+        small = f"{s_path}:{s_name}"
+    return Task(
+        kind="config",
+        file=str(path),
+        kernel=spec.kernel,
+        entry=entry,
+        reference_module=str(ref_path),
+        reference=ref_name,
+        inputs=f"{in_path}:{in_name}",
+        small_inputs=small,
+        rtol=spec.rtol,
+        atol=spec.atol,
+        device=spec.device,
+        shapes=spec.shapes,
+        config=str(config),
+        root=str(root),
+    )
+
+
+def _kernelbench_task(path: Path, tree: ast.Module, index, kernel: str | None) -> Task:
+    launchable = [k.name for k in index.launchable]
+    if kernel is None:
+        if len(launchable) != 1:
+            raise TaskError(f"{_rel(path)} is a KernelBench task with {len(launchable)} kernels ({', '.join(launchable)}): "
+                            "say which with FILE::KERNEL", "ambiguous")
+        kernel = launchable[0]
+    _check_kernel(index, kernel, path)
+    classes = _classes(tree)
+    fwd = {c: next((f for f in classes[c].body if isinstance(f, ast.FunctionDef) and f.name == "forward"), None)
+           for c in ("Model", "ModelNew")}
+    for c, f in fwd.items():
+        if f is None:
+            raise TaskError(f"KernelBench task {_rel(path)}: class `{c}` has no `forward`", "entry-not-found")
+    if len(_signature(fwd["Model"], True)[0]) != len(_signature(fwd["ModelNew"], True)[0]):
+        raise TaskError(f"KernelBench task {_rel(path)}: `ModelNew.forward` and `Model.forward` take different arguments",
+                        "signature-mismatch")
+    return Task(kind="kernelbench", file=str(path), kernel=kernel, entry="ModelNew", reference_module=str(path),
+                reference="Model", inputs=f"{path}:get_inputs", small_inputs=None, root=str(path.parent))
+
+
+def split_target(target: str) -> tuple[Path, str | None]:
+    """`ops/x.py::kernel` -> (path, kernel); `ops/x.py` -> (path, None)."""
+    if "::" in target:
+        file, kernel = target.split("::", 1)
+        return Path(file), kernel or None
+    return Path(target), None

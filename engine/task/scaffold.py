@@ -1,0 +1,105 @@
+"""`kernelbrain init FILE::KERNEL`: write a harness skeleton for a kernel.
+
+Adds a `[[tasks]]` entry to the nearest `kernelbrain.toml` (creating one beside the file if
+there is none) with the detected entry, and writes `<stem>_harness.py` beside the kernel file
+with a reference and input stubs that raise a clear `NotImplementedError` until filled in.
+The kernel's own file is never modified.
+"""
+
+from __future__ import annotations
+
+import ast
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..index import parse_module
+from .discover import _functions, config_files, find_task, load_tasks
+from .spec import TaskError
+
+STUB_MARK = "KernelBrain harness stub"
+
+
+@dataclass
+class Scaffold:
+    config: Path
+    harness: Path
+    entry: str
+    created_config: bool
+
+
+def _entry_for(path: Path, kernel: str) -> ast.FunctionDef:
+    source = path.read_text(encoding="utf-8")
+    index = parse_module(source, str(path)).index
+    k = index.kernel(kernel)
+    if k is None:
+        found = ", ".join(x.name for x in index.kernels) or "none"
+        raise TaskError(f"kernel `{kernel}` not found in {path} (Triton kernels there: {found})", "kernel-not-found")
+    fns = _functions(ast.parse(source))
+    launchers = [l for l in k.launchers if l in fns]
+    if not launchers:
+        raise TaskError(f"no top-level function in {path.name} launches `{kernel}`: write the launcher "
+                        f"(the function that calls `{kernel}[grid](...)`) first", "entry-not-found")
+    return fns[launchers[0]]
+
+
+def _stub_source(rel_file: str, kernel: str, entry: ast.FunctionDef, harness_name: str) -> str:
+    args = ast.unparse(entry.args)
+    name = entry.name
+    msg = f"{STUB_MARK}: fill in `{{fn}}` in {harness_name} ({{what}})"
+    return f'''"""KernelBrain harness for {rel_file}::{kernel}: fill in the three functions below.
+
+`{name}_reference` must compute what `{name}` computes, in plain PyTorch. The input functions
+return a list of argument tuples for `{name}`, one per case; `device` is where to allocate.
+"""
+
+import torch
+
+
+def {name}_reference({args}):
+    """Same arguments as `{name}`; the expected result, computed in PyTorch."""
+    raise NotImplementedError("{msg.format(fn=name + '_reference', what='a PyTorch reference for ' + name)}")
+
+
+def {name}_inputs(device="cuda"):
+    """Benchmark cases at realistic shapes: a list of argument tuples for `{name}`."""
+    raise NotImplementedError("{msg.format(fn=name + '_inputs', what='benchmark cases at realistic shapes')}")
+
+
+def {name}_small_inputs(device="cpu"):
+    """Tiny cases (a few hundred elements) for smoke tests and the CPU interpreter."""
+    raise NotImplementedError("{msg.format(fn=name + '_small_inputs', what='tiny cases for the CPU interpreter')}")
+'''
+
+
+def scaffold(file: str | Path, kernel: str) -> Scaffold:
+    path = Path(file).resolve()
+    try:
+        find_task(path, kernel)
+    except TaskError as exc:
+        if exc.code != "no-harness":
+            raise
+    else:
+        raise TaskError(f"{path.name}::{kernel} already has a harness", "exists")
+    entry = _entry_for(path, kernel)
+    config = next((c for c in config_files(path) if c.name == "kernelbrain.toml"), None)
+    created = config is None
+    if config is None:
+        config = path.parent / "kernelbrain.toml"
+    else:
+        load_tasks(config)  # refuse to append to a config that does not parse
+    harness = path.with_name(f"{path.stem}_harness.py")
+    if harness.exists():
+        raise TaskError(f"{harness} already exists; remove it or point a [[tasks]] entry at it yourself", "exists")
+    root = config.parent
+    rel_file = Path(os.path.relpath(path, root)).as_posix()
+    rel_harness = Path(os.path.relpath(harness, root)).as_posix()
+    harness.write_text(_stub_source(rel_file, kernel, entry, harness.name), encoding="utf-8")
+    block = (
+        f'\n[[tasks]]\nfile = "{rel_file}"\nkernel = "{kernel}"\nentry = "{entry.name}"\n'
+        f'reference = "{rel_harness}:{entry.name}_reference"\ninputs = "{rel_harness}:{entry.name}_inputs"\n'
+        f'small_inputs = "{rel_harness}:{entry.name}_small_inputs"\n'
+    )
+    existing = config.read_text(encoding="utf-8") if config.exists() else "# KernelBrain task harnesses (README: Task harness)\n"
+    config.write_text(existing.rstrip("\n") + "\n" + block, encoding="utf-8")
+    return Scaffold(config, harness, entry.name, created)

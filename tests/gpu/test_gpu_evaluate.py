@@ -1,0 +1,62 @@
+"""Evaluation on a real GPU: harness on full cases, A/B timing verdicts, device-fatal candidates."""
+
+from __future__ import annotations
+
+import pytest
+
+from kernelbrain.engine.evaluate.pool import WorkerPool
+from kernelbrain.engine.evaluate.verify import bench, run_harness, verify
+from kernelbrain.engine.task import find_task
+
+from ..test_adversarial import BASE, CORRECT, SOURCE
+from .slowdowns import EXAMPLES, identical_copy, illegal_address, slowed_softmax
+
+pytestmark = pytest.mark.gpu
+
+
+@pytest.fixture(scope="module")
+def pool():
+    with WorkerPool() as p:
+        yield p
+
+
+@pytest.mark.parametrize("op", ["gelu", "softmax", "rmsnorm", "col_sum", "cross_entropy", "matmul"])
+def test_example_passes_its_harness_on_gpu(pool, op):
+    result = run_harness(pool, find_task(EXAMPLES / "ops" / f"{op}.py", f"{op}_kernel"), None, "cuda:0")
+    assert result.accepted, result.message
+    full = [c for c in result.cases if c.stage == "sweep" and c.label.startswith("case ")]
+    assert len(full) == 3  # every benchmark case at its real size
+
+
+def test_identical_copy_is_not_significantly_different(pool):
+    task = find_task(EXAMPLES / "ops" / "softmax.py", "softmax_kernel")
+    report = verify(pool, task, identical_copy(open(task.file).read()), "cuda:0")
+    assert report.accepted, report.message
+    assert report.timing.verdict == "same", report.timing
+    assert all(0.95 < c.speedup < 1.05 for c in report.timing.cases)
+
+
+def test_slowed_copy_is_reported_slower(pool):
+    task = find_task(EXAMPLES / "ops" / "softmax.py", "softmax_kernel")
+    report = verify(pool, task, slowed_softmax(open(task.file).read()), "cuda:0")
+    assert report.accepted, report.message
+    assert report.timing.verdict == "slower", report.timing
+    assert all(c.verdict == "slower" and c.p_value < 0.01 for c in report.timing.cases)
+    assert 0.80 < report.timing.speedup < 0.97
+
+
+def test_illegal_address_kills_only_its_worker(pool):
+    task = find_task(BASE, "softmax_kernel")
+    report = verify(pool, task, illegal_address(SOURCE), "cuda:0", timing=False)
+    assert (report.accepted, report.reason) == (False, "illegal-memory-access"), report.message
+    again = verify(pool, task, CORRECT, "cuda:0", timing=False)
+    assert again.accepted, again.message
+
+
+def test_bench_places_cases_against_ceilings(pool):
+    task = find_task(EXAMPLES / "ops" / "gelu.py", "gelu_kernel")
+    result = bench(pool, task, "cuda:0")
+    assert result.ceilings is not None and result.ceilings.copy_gbps > 1000
+    for case in result.cases:
+        assert case.bound == "memory" and 0 < case.fraction_of_ceiling < 1.2
+        assert abs(case.gbps - case.bytes / case.median_ms / 1e6) < 1e-6 * case.gbps

@@ -1,0 +1,80 @@
+"""`kernelbrain verify`, `bench` and `init` from the command line (CPU interpreter)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from kernelbrain.engine.evaluate.pool import WorkerPool
+from kernelbrain.engine.evaluate.verify import run_harness
+from kernelbrain.engine.task import find_task
+
+from .conftest import EXAMPLES
+from .test_adversarial import ADVERSARIES, BASE, CORRECT
+
+
+def cli(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "kernelbrain.engine.cli", *args], capture_output=True, text=True,
+                          cwd=cwd, timeout=600)
+
+
+@pytest.mark.slow
+def test_every_example_passes_its_own_harness_on_cpu():
+    with WorkerPool() as pool:
+        for path in sorted((EXAMPLES / "ops").glob("*.py")):
+            result = run_harness(pool, find_task(path, f"{path.stem}_kernel"), None, "cpu")
+            assert result.accepted, f"{path.name}: {result.message}"
+            assert [s.name for s in result.stages] == ["smoke", "sweep", "stability", "determinism", "edge"]
+            assert all(s.cases > 0 for s in result.stages), path.name
+
+
+def test_verify_json_accepted_and_rejected(tmp_path):
+    good, bad = tmp_path / "good.py", tmp_path / "bad.py"
+    good.write_text(CORRECT)
+    bad.write_text(ADVERSARIES["wrong values"][0])
+    target = f"{BASE}::softmax_kernel"
+    ok = cli("verify", target, "--candidate", str(good), "--json", "--device", "cpu")
+    assert ok.returncode == 0, ok.stderr
+    report = json.loads(ok.stdout)
+    assert report["accepted"] is True and report["stage"] is None and report["device"] == "cpu"
+    assert report["cases"] and all({"stage", "label", "ok", "max_abs_err"} <= set(c) for c in report["cases"])
+    no = cli("verify", target, "--candidate", str(bad), "--json", "--device", "cpu")
+    assert no.returncode == 1
+    report = json.loads(no.stdout)
+    assert (report["accepted"], report["stage"], report["reason"]) == (False, "smoke", "mismatch")
+    assert "differ beyond" in report["message"]
+
+
+def test_verify_usage_errors(tmp_path):
+    cand = tmp_path / "c.py"
+    cand.write_text(CORRECT)
+    assert cli("verify", f"{BASE}::nope", "--candidate", str(cand)).returncode == 2
+    assert cli("verify", f"{BASE}::softmax_kernel", "--candidate", str(tmp_path / "none.py")).returncode == 2
+    r = cli("verify", f"{BASE}::softmax_kernel", "--candidate", str(cand), "--device", "cuda:3")
+    assert r.returncode == 2 and "GPU" in r.stderr
+
+
+def test_bench_on_cpu_runs_the_harness_and_says_why_no_timing():
+    r = cli("bench", f"{EXAMPLES / 'ops' / 'gelu.py'}::gelu_kernel", "--device", "cpu")
+    assert r.returncode == 0, r.stderr
+    assert "passed all 5 stages" in r.stdout and "No timing" in r.stdout
+    r = cli("bench", f"{EXAMPLES / 'ops' / 'gelu.py'}::gelu_kernel", "--device", "cpu", "--json")
+    data = json.loads(r.stdout)
+    assert data["harness"]["accepted"] and data["bench"] is None and data["timing"].startswith("none")
+
+
+def test_init_then_harness_says_fill_me_in(tmp_path):
+    src = (EXAMPLES / "ops" / "gelu.py").read_text().split("def gelu_ref")[0]
+    (tmp_path / "gelu.py").write_text(src)
+    r = cli("init", f"{tmp_path / 'gelu.py'}::gelu_kernel")
+    assert r.returncode == 0, r.stderr
+    assert (tmp_path / "gelu_harness.py").exists() and (tmp_path / "kernelbrain.toml").exists()
+    r = cli("bench", f"{tmp_path / 'gelu.py'}::gelu_kernel", "--device", "cpu", "--json")
+    assert r.returncode == 1
+    data = json.loads(r.stdout)["harness"]
+    assert data["reason"] == "harness-incomplete" and "fill in `gelu_small_inputs`" in data["message"]
+    assert cli("init", f"{tmp_path / 'gelu.py'}::gelu_kernel").returncode == 2  # already there
