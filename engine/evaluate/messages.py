@@ -15,6 +15,8 @@ import msgspec
 from ..task.spec import Task
 
 STAGES = ("smoke", "sweep", "stability", "determinism", "edge")
+# Reasons after which the worker's device context is unusable: it exits after answering.
+FATAL_REASONS = frozenset({"illegal-memory-access", "cuda-error"})
 
 
 class Ceilings(msgspec.Struct, tag="ceilings_result"):

@@ -197,6 +197,8 @@ class WorkerProcess:
                 if on_progress is not None:
                     on_progress(answer)
                 continue
+            if getattr(answer, "reason", None) in m.FATAL_REASONS:
+                self.kill()  # it is exiting anyway; never hand it another request
             return answer
 
     def kill(self) -> None:

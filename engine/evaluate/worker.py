@@ -65,7 +65,7 @@ def _serve(device: str, rfd: int, wfd: int) -> None:
             reason, fatal = classify_exception(exc)
             answer = m.WorkerError(reason, f"{type(exc).__name__}: {exc}", traceback.format_exc()[-4000:])
         m.write_message(wfd, answer)
-        if fatal:
+        if fatal or getattr(answer, "reason", None) in m.FATAL_REASONS:
             os._exit(3)  # the CUDA context is unusable; the engine starts a fresh worker
 
 

@@ -13,18 +13,17 @@ def identical_copy(source: str) -> str:
 
 
 def slowed_softmax(source: str) -> str:
-    """examples/ops/softmax.py with one extra read of the row on 40% of rows.
+    """examples/ops/softmax.py that also runs its kernel on a tenth of the rows into a scratch
+    buffer: about 10% more work on the large cases, the output unchanged.
 
-    The original moves 4 row-sized units per row (three reads, one write); an extra read on 40%
-    of rows adds 0.4 units: about 10% more memory traffic, so about 10% slower.
+    (Re-reading a row inside the kernel does not work as a slowdown: the row was just read and
+    the second read hits L2; measured on the H200, such a copy was not slower.)
     """
-    anchor = "    row_max = tl.max(m, axis=0)\n"
+    anchor = "    return out\n\n\ndef softmax_ref"
     extra = (
-        "    if row % 5 < 2:\n"
-        "        for start in range(0, n_cols, BLOCK_SIZE):\n"
-        "            cols = start + tl.arange(0, BLOCK_SIZE)\n"
-        "            x = tl.load(x_row + cols, mask=cols < n_cols, other=float(\"-inf\")).to(tl.float32)\n"
-        "            m = tl.maximum(m, x)\n"
+        "    extra = max(1, n_rows // 10)\n"
+        "    scratch = torch.empty((extra, n_cols), device=x.device, dtype=x.dtype)\n"
+        "    softmax_kernel[(extra,)](scratch, x, x.stride(0), scratch.stride(0), n_cols, BLOCK_SIZE=1024)\n"
     )
     assert anchor in source
     return source.replace(anchor, extra + anchor)
