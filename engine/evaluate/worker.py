@@ -27,6 +27,7 @@ def _serve(device: str, rfd: int, wfd: int) -> None:
 
     install_launch_hook()
     if interpreter:
+        _cpu_autotune_timer()
         torch.set_num_threads(max(1, (os.cpu_count() or 2) // 2))
         name = "CPU (Triton interpreter)"
     else:
@@ -67,6 +68,22 @@ def _serve(device: str, rfd: int, wfd: int) -> None:
         m.write_message(wfd, answer)
         if fatal or getattr(answer, "reason", None) in m.FATAL_REASONS:
             os._exit(3)  # the CUDA context is unusable; the engine starts a fresh worker
+
+
+def _cpu_autotune_timer() -> None:
+    """The interpreter has no GPU driver, so `@triton.autotune` cannot time its configs with CUDA
+    events: give it a wall-clock timer (any config is fine there: only correctness is checked)."""
+    import time
+
+    from triton.runtime.autotuner import Autotuner
+
+    def cpu_bench(kernel_call, quantiles=None, **_):
+        t = time.perf_counter()
+        kernel_call()
+        ms = (time.perf_counter() - t) * 1000
+        return [ms, ms, ms] if quantiles else ms
+
+    Autotuner.do_bench = property(lambda self: self._do_bench or cpu_bench)
 
 
 def _time(req, dev, loader, progress):

@@ -1,0 +1,71 @@
+"""Insert a pruned `@triton.autotune`: a handful of configurations chosen by the configuration
+prior, keyed on the size parameters, so each input size gets its best tile at run time.
+
+The launch stops passing the tuned values, and a grid that spelled out the block becomes a
+function of the chosen configuration (`lambda META: ...`).
+"""
+
+from __future__ import annotations
+
+import ast
+
+from .base import Mutation, MutationContext, mutator
+from .config_space import candidates, prior, tied_literals, tile_params
+from .edits import Edits
+
+N_CONFIGS = 6
+
+
+def _config_text(knobs: dict) -> str:
+    meta = ", ".join(f'"{k}": {v}' for k, v in knobs.items() if k not in ("num_warps", "num_stages"))
+    extra = "".join(f", {k}={knobs[k]}" for k in ("num_warps", "num_stages") if k in knobs)
+    return f"triton.Config({{{meta}}}{extra})"
+
+
+@mutator("autotune", "insert a pruned @triton.autotune over tiles, warps and stages")
+def propose(ctx: MutationContext):
+    kv = ctx.kernel
+    if kv is None or kv.kernel.autotuned or kv.tl_calls("atomic_add", "atomic_max", "atomic_min", "atomic_xchg"):
+        return  # autotuning re-runs the kernel: accumulating outputs would be corrupted
+    launches = ctx.entry_launches()
+    tiles = tile_params(ctx)
+    if len(launches) != 1 or not tiles:
+        return
+    lv = launches[0]
+    static = {t: lv.const_int(lv.args.get(t)) for t in tiles}
+    if any(v is None for v in static.values()):
+        return  # a tile computed from the input (e.g. the whole row) is not a free knob
+    uses_dot = kv.uses("dot")
+    current = dict(static) | {"num_warps": lv.num_warps() or 4}
+    if kv.loops or uses_dot:
+        current["num_stages"] = lv.const_int(lv.options.get("num_stages")) or 3
+    options = sorted(candidates(ctx, lv, static, uses_dot, bool(kv.loops)), key=lambda k: -prior(k, uses_dot))
+    configs = [current] + [dict(static) | o for o in options][: N_CONFIGS - 1]
+    pointer_like = set().union(*(kv.pointer_params_of(c) for c in kv.tl_calls("load", "store"))) if kv.tl_calls("load", "store") else set()
+    key = [p.name for p in kv.kernel.params if not p.constexpr and p.name not in pointer_like
+           and not p.name.startswith("stride")]
+    edits = Edits(ctx.source)
+    first = kv.node.decorator_list[0]
+    deco = ("@triton.autotune(\n    configs=[\n"
+            + "".join(f"        {_config_text(c)},\n" for c in configs)
+            + f"    ],\n    key={key!r},\n)")
+    edits.insert_line(first.lineno, deco)
+    ties = tied_literals(lv, static)
+    grid = lv.call.func.slice  # type: ignore[attr-defined]
+    grid_node = lv.resolve(grid) if isinstance(grid, ast.Name) else grid
+    if any(ties.values()):
+        text = edits.text(grid_node)
+        start, _ = edits.span(grid_node)
+        pairs = [(lit, tile) for tile, lits in ties.items() for lit in lits]
+        for lit, tile in sorted(pairs, key=lambda p: edits.span(p[0]), reverse=True):  # last first: offsets hold
+            a, b = edits.span(lit)
+            text = text[: a - start] + f'META["{tile}"]' + text[b - start:]
+        edits.replace(grid_node, f"lambda META: {text}")
+    for name in list(static) + ["num_warps", "num_stages"]:
+        if name in lv.options or any(k.arg == name for k in lv.call.keywords):
+            edits.remove_keyword(lv.call, name)
+    if any(name in lv.args and not any(k.arg == name for k in lv.call.keywords) for name in static):
+        return  # a tile passed positionally cannot be dropped from the call cleanly
+    yield Mutation(edits.apply(), "autotune",
+                   f"`@triton.autotune` over {len(configs)} configurations keyed on {', '.join(key) or 'nothing'}: "
+                   "each input size gets its best tile, warps and stages at run time")

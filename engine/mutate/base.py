@@ -1,0 +1,67 @@
+"""Mutators: candidate generators. A mutator looks at a parent candidate and proposes variants.
+
+Each variant is a whole module source (the kernel and, where needed, the launcher rewritten)
+plus a description of what changed and why. Mutators check their own preconditions and
+propose nothing where a rewrite would be wrong; the policy gate and the correctness harness
+verify every variant anyway. Adding a mutator is one module with a `@mutator(...)` function.
+"""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass, field
+from typing import Callable, Iterable
+
+from ..index import ParsedModule, parse_module
+from ..rules.analysis import KernelView, LaunchView, kernel_views, launch_views
+from ..task.spec import Task
+
+
+@dataclass(frozen=True)
+class Mutation:
+    source: str
+    origin: str  # the mutator's name
+    description: str  # what changed, for the explanation
+    knobs: dict = field(default_factory=dict)  # the configuration it set, if any
+
+
+@dataclass
+class MutationContext:
+    """The parent candidate, parsed, with views of the target kernel and its launches."""
+
+    task: Task
+    source: str
+    seed: int = 0
+    module: ParsedModule = field(init=False)
+    kernel: KernelView | None = field(init=False)
+    launches: list[LaunchView] = field(init=False)
+    tree: ast.Module = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.module = parse_module(self.source, self.task.file)
+        self.tree = self.module.tree if self.module.tree is not None else ast.Module(body=[], type_ignores=[])
+        views = kernel_views(self.module)
+        self.kernel = next((k for k in views if k.name == self.task.kernel), None)
+        self.launches = [lv for lv in launch_views(self.module, views) if lv.kernel is self.kernel]
+
+    def entry_launches(self) -> list[LaunchView]:
+        """Launches inside the entry function (the ones a rewrite may touch)."""
+        return [lv for lv in self.launches if lv.site.launcher and lv.site.launcher.split(".")[0] == self.task.entry]
+
+
+@dataclass(frozen=True)
+class Mutator:
+    name: str
+    summary: str
+    propose: Callable[[MutationContext], Iterable[Mutation]]
+
+
+MUTATORS: dict[str, Mutator] = {}
+
+
+def mutator(name: str, summary: str):
+    def register(fn: Callable[[MutationContext], Iterable[Mutation]]):
+        MUTATORS[name] = Mutator(name, summary, fn)
+        return fn
+
+    return register

@@ -1,0 +1,118 @@
+"""Online max/sum: fuse a "max" pass and an "exp-sum" pass into one (softmax, log-sum-exp,
+cross-entropy).
+
+Matches a loop that keeps a running maximum `m = tl.maximum(m, x)`, reduced to `M = tl.max(m)`,
+followed by a loop accumulating `d += tl.exp(x - M)` over the same loads. The fused loop keeps
+both and rescales the running sum whenever the maximum grows (Milakov & Gimelshein 2018); the sum
+is rescaled to the final maximum right after the loop, so later code is unchanged.
+"""
+
+from __future__ import annotations
+
+import ast
+import copy
+
+from .base import Mutation, MutationContext, mutator
+from .dataflow import fix, row_loops, unique_name
+from .edits import Edits
+
+NEG_INF = 'float("-inf")'
+
+
+def _load_assign(stmt: ast.stmt) -> tuple[str, str] | None:
+    if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name):
+        text = ast.unparse(stmt.value)
+        if ".load(" in text or text.startswith("tl.load("):
+            return stmt.targets[0].id, text
+    return None
+
+
+def _running_max(loop: ast.For) -> tuple[str, str, str] | None:
+    """(m, x, load text) for a loop whose last statement is `m = tl.maximum(m, x)`."""
+    loads = [la for s in loop.body if (la := _load_assign(s))]
+    last = loop.body[-1]
+    if len(loads) != 1 or not isinstance(last, ast.Assign) or not isinstance(last.targets[0], ast.Name):
+        return None
+    m = last.targets[0].id
+    call = last.value
+    if not (isinstance(call, ast.Call) and ast.unparse(call.func) in ("tl.maximum", "triton.language.maximum")):
+        return None
+    args = [ast.unparse(a) for a in call.args]
+    x, load = loads[0]
+    if sorted(args) != sorted([m, x]):
+        return None
+    return m, x, load
+
+
+def _exp_sum(loop: ast.For, maxname: str) -> tuple[str, str, str] | None:
+    """(d, x, load text) for a loop ending in `d += tl.exp(x - M)`."""
+    loads = [la for s in loop.body if (la := _load_assign(s))]
+    last = loop.body[-1]
+    if len(loads) != 1:
+        return None
+    x, load = loads[0]
+    expected = f"tl.exp({x} - {maxname})"
+    if isinstance(last, ast.AugAssign) and isinstance(last.op, ast.Add) and isinstance(last.target, ast.Name):
+        if ast.unparse(last.value) == expected:
+            return last.target.id, x, load
+    if isinstance(last, ast.Assign) and isinstance(last.targets[0], ast.Name):
+        d = last.targets[0].id
+        if ast.unparse(last.value) in (f"{d} + {expected}", f"{expected} + {d}"):
+            return d, x, load
+    return None
+
+
+def _stmt(code: str) -> list[ast.stmt]:
+    return ast.parse(code).body
+
+
+@mutator("online-softmax", "fuse the max pass and the exp-sum pass with an online rescaled sum")
+def propose(ctx: MutationContext):
+    kv = ctx.kernel
+    if kv is None:
+        return
+    body = kv.node.body
+    constexprs = set(kv.kernel.constexprs)
+    runtime = {p.name for p in kv.kernel.params if not p.constexpr}
+    loops = row_loops(kv.node, constexprs, runtime)
+    for first, second in zip(loops, loops[1:]):
+        i, j = body.index(first), body.index(second)
+        between = body[i + 1:j]
+        found = _running_max(first)
+        if found is None:
+            continue
+        m, x, load = found
+        reduce_stmt = next((s for s in between if isinstance(s, ast.Assign) and isinstance(s.value, ast.Call)
+                            and ast.unparse(s.value.func) == "tl.max"
+                            and ast.unparse(s.value.args[0]) == m), None)
+        if reduce_stmt is None:
+            continue
+        big_m = reduce_stmt.targets[0].id  # type: ignore[attr-defined]
+        summed = _exp_sum(second, big_m)
+        if summed is None:
+            continue
+        d, x2, load2 = summed
+        if load2.replace(x2, x) != load or ast.unparse(first.iter) != ast.unparse(second.iter):
+            continue
+        inits = [s for s in between if s is not reduce_stmt]
+        if any(big_m in {n.id for n in ast.walk(s) if isinstance(n, ast.Name)} for s in inits):
+            continue  # something between the loops uses the maximum
+        taken = {n.id for n in ast.walk(kv.node) if isinstance(n, ast.Name)} | set(kv.params)
+        m_new, alpha, p = (unique_name(n, taken) for n in (f"{m}_new", "alpha", "p"))
+        merged = copy.deepcopy(first)
+        merged.body = merged.body[:-1] + _stmt(
+            f"{m_new} = tl.maximum({m}, {x})\n"
+            f"{alpha} = tl.where({m_new} == {NEG_INF}, 1.0, tl.exp({m} - {m_new}))\n"
+            f"{p} = tl.where({m_new} == {NEG_INF}, 0.0, tl.exp({x} - {m_new}))\n"
+            f"{d} = {d} * {alpha} + {p}\n"
+            f"{m} = {m_new}"
+        )
+        rescale = _stmt(f"{d} = {d} * tl.exp({m} - {big_m})  # every lane's sum, rescaled to the row maximum")
+        new_fn = copy.deepcopy(kv.node)
+        new_fn.body = [copy.deepcopy(s) for s in body[:i]] + [copy.deepcopy(s) for s in inits] + [merged] + \
+            [copy.deepcopy(reduce_stmt)] + rescale + [copy.deepcopy(s) for s in body[j + 1:]]
+        source = Edits(ctx.source).replace_function(kv.node, fix(new_fn)).apply()
+        yield Mutation(source, "online-softmax",
+                       f"the running maximum and the sum of exponentials are computed in one pass over `{x}` "
+                       f"(online softmax: the sum is rescaled when the maximum grows), one read of the row fewer")
+        return
