@@ -38,7 +38,12 @@ POISON_BITS = {
 POISON_INT = {torch.int32: -0x5A5A5A5B, torch.int64: -0x5A5A5A5A5A5A5A5B, torch.int16: -0x5A5B, torch.int8: -0x5B}
 
 _active: list["AuditMode"] = []
+recorders: list = []  # dry-run recorders (specialize.Recorder): launches are recorded, not run
 _installed = False
+# Host-side ops that move device memory: fills write their output, copies also read it.
+FILL_OPS = {"zeros", "zeros_like", "new_zeros", "ones", "ones_like", "new_ones", "full", "full_like", "new_full",
+            "fill_", "zero_"}
+COPY_OPS = {"clone", "copy_", "_to_copy", "contiguous"}
 
 
 def poison(t: torch.Tensor) -> None:
@@ -72,6 +77,9 @@ def install_launch_hook() -> None:
         launch = original(self, grid)
 
         def run(*args, **kwargs):
+            if recorders:
+                recorders[-1].record(self, grid, args, kwargs)
+                return None
             for mode in _active:
                 mode.suspended += 1
             try:
@@ -92,6 +100,7 @@ class AuditMode(TorchDispatchMode):
         self.ops: Counter[str] = Counter()
         self.suspended = 0
         self.poison_allocations = poison_allocations
+        self.bytes_written = 0  # by fills and copies outside kernels
 
     def __enter__(self):
         _active.append(self)
@@ -107,6 +116,10 @@ class AuditMode(TorchDispatchMode):
             return out
         name = func.overloadpacket.__name__
         self.ops[name] += 1
+        if name in FILL_OPS or name in COPY_OPS:
+            t = out if isinstance(out, torch.Tensor) else None
+            if t is not None:
+                self.bytes_written += t.numel() * t.element_size() * (2 if name in COPY_OPS else 1)
         if self.poison_allocations and name in ALLOCATION_OPS:
             poison(out)
         return out

@@ -192,10 +192,11 @@ class Harness:
         self.inputs_fn = lambda device="cpu": [tuple(get_inputs())]
 
     # -- inputs ----------------------------------------------------------------------------
-    def _draw(self, fn: Callable, seed: int, what: str) -> list[tuple]:
+    def _draw(self, fn: Callable, seed: int, what: str, device: str | None = None) -> list[tuple]:
+        device = device or self.device
         torch.manual_seed(seed)
         try:
-            cases = fn(device=self.device) if _accepts_device(fn) else fn()
+            cases = fn(device=device) if _accepts_device(fn) else fn()
         except Exception as exc:
             reason, _ = classify_exception(exc)
             raise HarnessFailure("harness-incomplete" if reason == "harness-incomplete" else "harness-error",
@@ -209,7 +210,7 @@ class Harness:
                 raise HarnessFailure("harness-error", f"{what}[{i}] is a {type(c).__name__}, not a tuple of arguments")
             if not any(isinstance(a, torch.Tensor) for a in c):
                 raise HarnessFailure("harness-error", f"{what}[{i}] has no tensor argument")
-            out.append(tuple(_to_device(list(c), self.device)))
+            out.append(tuple(_to_device(list(c), device)))
         return out
 
     def small_cases(self, stage: str) -> list[tuple]:
@@ -222,8 +223,8 @@ class Harness:
                                                        "the benchmark inputs are too large to interpret")
         return cases
 
-    def full_cases(self, stage: str) -> list[tuple]:
-        return self._draw(self.inputs_fn, stage_seed(self.req.seed, stage), "inputs")
+    def full_cases(self, stage: str, device: str | None = None) -> list[tuple]:
+        return self._draw(self.inputs_fn, stage_seed(self.req.seed, stage), "inputs", device)
 
     def block_sizes(self) -> list[int]:
         index = parse_module(self.req.candidate or Path(self.task.file).read_text(encoding="utf-8")).index

@@ -67,7 +67,44 @@ class MeasureCeilings(msgspec.Struct, tag="ceilings"):
     pass
 
 
-Request = Union[Ping, RunHarness, TimeAB, Bench, MeasureCeilings]
+class Specialize(msgspec.Struct, tag="specialize"):
+    """Dry-run the entry on every benchmark case and record what it would launch."""
+
+    task: Task
+    candidate: str | None = None
+    seed: int = 0
+
+
+class ArgSpec(msgspec.Struct):
+    name: str
+    kind: str  # "ptr" | "int" | "float" | "constexpr" | "other"
+    dtype: str | None = None  # "bf16", "i32", ... (pointee type for pointers)
+    value: int | float | bool | str | None = None
+    numel: int = 0
+    nbytes: int = 0
+    shape: list[int] = []
+
+
+class LaunchRecord(msgspec.Struct):
+    kernel: str
+    grid: tuple[int, ...]
+    args: list[ArgSpec]
+    num_warps: int
+    num_stages: int
+    config: dict = {}  # the autotune config this record stands for, if any
+
+
+class Compile(msgspec.Struct, tag="compile"):
+    """Ahead-of-time compile of recorded launches for a target architecture (no GPU needed)."""
+
+    source: str
+    file: str
+    launches: list[LaunchRecord]
+    arch: int = 90
+    sass: bool = True
+
+
+Request = Union[Ping, RunHarness, TimeAB, Bench, MeasureCeilings, Specialize, Compile]
 
 
 # -- answers ---------------------------------------------------------------------------------
@@ -155,13 +192,51 @@ class BenchResult(msgspec.Struct, tag="bench_result"):
     ceilings: Ceilings | None
 
 
+class CaseLaunches(msgspec.Struct):
+    label: str
+    launches: list[LaunchRecord]
+    host_ops: dict[str, int] = {}  # PyTorch ops the launcher ran (allocation, fills, copies, syncs)
+    host_bytes: int = 0  # bytes those host-side ops wrote on the device
+
+
+class SpecializeResult(msgspec.Struct, tag="specialize_result"):
+    cases: list[CaseLaunches]
+    device: str  # "meta" (shapes only), "cpu" (real tensors were needed) or "none"
+    error: str | None = None
+
+
+class CompiledFacts(msgspec.Struct):
+    """What the compiler says about one specialisation of a kernel."""
+
+    kernel: str
+    ok: bool
+    error: str | None = None
+    n_regs: int | None = None
+    n_spills: int | None = None  # bytes of spill stores (ptxas)
+    shared_bytes: int | None = None
+    local_bytes: int | None = None  # stack frame per thread
+    num_warps: int = 4
+    num_stages: int = 3
+    global_load_bits: dict[str, int] = {}  # width in bits -> count of LDG instructions
+    global_store_bits: dict[str, int] = {}
+    tensor_core_ops: int = 0  # HGMMA/HMMA/IMMA instructions
+    local_memory_ops: int = 0  # LDL/STL instructions (spill traffic)
+    occupancy: float | None = None  # theoretical: resident warps / 64 per SM
+    compile_s: float = 0.0
+
+
+class CompileResult(msgspec.Struct, tag="compile_result"):
+    facts: list[CompiledFacts]
+
+
 class WorkerError(msgspec.Struct, tag="error"):
     reason: str
     message: str
     traceback: str = ""
 
 
-Answer = Union[Ready, Progress, HarnessResult, TimingResult, BenchResult, Ceilings, WorkerError]
+Answer = Union[Ready, Progress, HarnessResult, TimingResult, BenchResult, Ceilings, SpecializeResult, CompileResult,
+              WorkerError]
 
 _encoder = msgspec.msgpack.Encoder()
 _request_decoder = msgspec.msgpack.Decoder(Request)

@@ -48,6 +48,9 @@ def scrubbed_env(device: str) -> dict[str, str]:
     if device == "cpu":
         env["TRITON_INTERPRET"] = "1"
         env["CUDA_VISIBLE_DEVICES"] = ""
+    elif device.startswith("compile"):
+        env.pop("TRITON_INTERPRET", None)
+        env["CUDA_VISIBLE_DEVICES"] = ""
     else:
         env.pop("TRITON_INTERPRET", None)
         index = int(device.split(":")[1]) if ":" in device else 0
@@ -115,7 +118,7 @@ class WorkerProcess:
         env["KERNELBRAIN_WORKDIR"] = self._workdir
         to_child_r, to_child_w = os.pipe()
         from_child_r, from_child_w = os.pipe()
-        limit = _memory_limit_bytes() if self.device == "cpu" else None
+        limit = _memory_limit_bytes() if not self.device.startswith("cuda") else None
 
         def preexec() -> None:
             if limit is not None:

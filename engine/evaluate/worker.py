@@ -17,6 +17,7 @@ def _serve(device: str, rfd: int, wfd: int) -> None:
     from . import messages as m
 
     interpreter = device == "cpu"
+    compiler_only = device.startswith("compile")  # ahead-of-time compilation, no device at all
     if interpreter:
         os.environ["TRITON_INTERPRET"] = "1"  # fixed at `import triton`: set before it
     import torch
@@ -30,10 +31,13 @@ def _serve(device: str, rfd: int, wfd: int) -> None:
         _cpu_autotune_timer()
         torch.set_num_threads(max(1, (os.cpu_count() or 2) // 2))
         name = "CPU (Triton interpreter)"
+    elif compiler_only:
+        torch.set_num_threads(1)
+        name = "AOT compiler"
     else:
         torch.cuda.set_device(0)  # the engine exposes exactly one GPU through CUDA_VISIBLE_DEVICES
         name = torch.cuda.get_device_name(0)
-    dev = "cpu" if interpreter else "cuda"
+    dev = "cuda" if not (interpreter or compiler_only) else "cpu"
     loader = ModuleLoader()
     m.write_message(wfd, m.Ready(os.getpid(), device, name, str(torch.__version__), str(triton.__version__), interpreter))
 
@@ -51,7 +55,14 @@ def _serve(device: str, rfd: int, wfd: int) -> None:
                 answer = m.Ready(os.getpid(), device, name, str(torch.__version__), str(triton.__version__), interpreter)
             elif isinstance(req, m.RunHarness):
                 answer, fatal = Harness(req, dev, loader, progress).run()
-            elif interpreter:
+            elif isinstance(req, m.Specialize):
+                answer = _specialize(req, dev, loader, progress)
+            elif isinstance(req, m.Compile):
+                from ..profile.compiled import compile_launches
+
+                progress("compile", f"{len(req.launches)} specialisations for sm_{req.arch}")
+                answer = m.CompileResult(compile_launches(loader, req))
+            elif interpreter or compiler_only:
                 answer = m.WorkerError("no-gpu", "timing needs a GPU: the CPU interpreter only checks correctness")
             elif isinstance(req, (m.TimeAB, m.Bench)):
                 answer = _time(req, dev, loader, progress)
@@ -68,6 +79,19 @@ def _serve(device: str, rfd: int, wfd: int) -> None:
         m.write_message(wfd, answer)
         if fatal or getattr(answer, "reason", None) in m.FATAL_REASONS:
             os._exit(3)  # the CUDA context is unusable; the engine starts a fresh worker
+
+
+def _specialize(req, dev, loader, progress):
+    from . import messages as m
+    from .harness import Harness, stage_seed
+    from .shapes import describe
+    from .specialize import dry_run
+
+    h = Harness(m.RunHarness(req.task, req.candidate, seed=req.seed), dev, loader, progress)
+    h.load()
+    progress("specialize", "dry run of every case")
+    seed = stage_seed(req.seed, "timing")
+    return dry_run(h.entry, lambda device: h._draw(h.inputs_fn, seed, "inputs", device), describe)
 
 
 def _cpu_autotune_timer() -> None:

@@ -1,0 +1,121 @@
+"""Dry runs (worker only): what each benchmark case would launch, without launching anything.
+
+The entry runs on `meta` tensors (shapes and dtypes, no data) with kernel launches intercepted:
+each launch is recorded with its grid, argument types, constexpr values, warps and stages (and,
+for `@triton.autotune`, every config). A launcher that needs real values (`.item()`) is rerun on
+CPU tensors. The records drive ahead-of-time compilation and the static cost model.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from . import audit
+from .messages import ArgSpec, CaseLaunches, LaunchRecord, SpecializeResult
+
+CPU_FALLBACK_MAX_BYTES = 2 << 30
+
+DTYPES = {
+    torch.bfloat16: "bf16", torch.float16: "fp16", torch.float32: "fp32", torch.float64: "fp64",
+    torch.int64: "i64", torch.int32: "i32", torch.int16: "i16", torch.int8: "i8", torch.uint8: "u8",
+    torch.bool: "i1", torch.float8_e4m3fn: "fp8e4nv", torch.float8_e5m2: "fp8e5",
+}
+
+
+class Recorder:
+    """Active while the entry runs: records launches instead of running them."""
+
+    def __init__(self) -> None:
+        self.launches: list[LaunchRecord] = []
+
+    def record(self, kernel, grid, args, kwargs) -> None:
+        from triton.runtime.autotuner import Autotuner, Heuristics
+
+        configs: list[dict] = []
+        fn = kernel
+        heuristics = {}
+        while isinstance(fn, (Autotuner, Heuristics)):
+            if isinstance(fn, Autotuner):
+                configs = [dict(c.kwargs) | {"num_warps": c.num_warps, "num_stages": c.num_stages} for c in fn.configs]
+            else:
+                heuristics = fn.values
+            fn = fn.fn
+        names = list(fn.arg_names)
+        bound = dict(zip(names, args)) | {k: v for k, v in kwargs.items() if k in names}
+        for name, rule in heuristics.items():
+            try:
+                bound[name] = rule(bound)
+            except Exception:
+                pass
+        constexpr_names = _constexpr_names(fn)
+        specs = [_arg_spec(n, bound.get(n), n in constexpr_names) for n in names]
+        meta = dict(bound) | {k: v for k, v in kwargs.items()}
+        for cfg in configs or [{}]:
+            g = grid(meta | cfg) if callable(grid) else grid
+            g = tuple(int(x) for x in (g if isinstance(g, (tuple, list)) else (g,)))
+            self.launches.append(LaunchRecord(
+                kernel=fn.__name__,
+                grid=g,
+                args=specs,
+                num_warps=int(cfg.get("num_warps", kwargs.get("num_warps", 4)) or 4),
+                num_stages=int(cfg.get("num_stages", kwargs.get("num_stages", 3)) or 3),
+                config={k: v for k, v in cfg.items() if k not in ("num_warps", "num_stages")},
+            ))
+
+
+def _constexpr_names(fn) -> set[str]:
+    params = getattr(fn, "params", None)
+    if params is not None:  # a JITFunction
+        return {p.name for p in params if p.is_constexpr}
+    import inspect  # an InterpretedFunction: read the annotations
+
+    return {name for name, p in inspect.signature(fn.fn).parameters.items()
+            if "constexpr" in str(p.annotation)}
+
+
+def _arg_spec(name: str, value, constexpr: bool) -> ArgSpec:
+    if constexpr:
+        v = value if isinstance(value, (int, float, bool, str)) or value is None else str(value)
+        return ArgSpec(name, "constexpr", value=v)
+    if isinstance(value, torch.Tensor):
+        return ArgSpec(name, "ptr", dtype=DTYPES.get(value.dtype, str(value.dtype)), numel=value.numel(),
+                       nbytes=value.numel() * value.element_size(), shape=list(value.shape))
+    if isinstance(value, bool):
+        return ArgSpec(name, "int", dtype="i1", value=int(value))
+    if isinstance(value, int):
+        return ArgSpec(name, "int", dtype="i32" if -(2 ** 31) <= value < 2 ** 31 else "i64", value=value)
+    if isinstance(value, float):
+        return ArgSpec(name, "float", dtype="fp32", value=value)
+    return ArgSpec(name, "other", value=None if value is None else str(value))
+
+
+def dry_run(entry, draw, label) -> SpecializeResult:
+    """Record the launches of every case. `draw(device)` returns the cases allocated on a device;
+    `label(case)` names one."""
+    error = "no cases"
+    for device in ("meta", "cpu"):
+        try:
+            cases = draw(device)
+        except Exception as exc:
+            error = f"drawing inputs on {device}: {type(exc).__name__}: {exc}"
+            continue
+        size = sum(a.numel() * a.element_size() for c in cases for a in c if isinstance(a, torch.Tensor))
+        if device == "cpu" and size > CPU_FALLBACK_MAX_BYTES:
+            break
+        try:
+            return SpecializeResult([_record(entry, label(args), args) for args in cases], device)
+        except Exception as exc:  # e.g. `.item()` on meta tensors: retry with real data
+            error = f"{type(exc).__name__}: {exc}"
+    return SpecializeResult([], "none", error=error)
+
+
+def _record(entry, label: str, args) -> CaseLaunches:
+    rec = Recorder()
+    mode = audit.AuditMode(poison_allocations=False)
+    audit.recorders.append(rec)
+    try:
+        with torch.no_grad(), mode:
+            entry(*args)
+    finally:
+        audit.recorders.remove(rec)
+    return CaseLaunches(label, rec.launches, dict(mode.ops), int(mode.bytes_written))

@@ -1,0 +1,1 @@
+"""Profiling: the compiled view (AOT, no GPU), measured views, explanations, whole programs."""
