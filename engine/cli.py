@@ -131,6 +131,82 @@ def _cmd_init(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _cmd_optimize(args: argparse.Namespace) -> int:
+    import msgspec
+
+    from .evaluate.pool import WorkerPool
+    from .search import Budget, Search, SearchError, parse_duration
+    from .search.cost_model import DeviceModel
+    from .store import Store
+
+    if args.llm:
+        raise UsageError("--llm: the LLM mutator is not part of this build yet; the search runs offline (--no-llm)")
+    try:
+        wall = parse_duration(args.budget)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from exc
+    task = _task(args.target)
+    device = _device(args.device)
+    root = Path(task.config).parent if task.config else Path(task.file).parent
+    store = Store(root)
+    if store.notice is not None:
+        print(f"kernelbrain: {store.notice.message}", file=sys.stderr)
+    budget = Budget(wall_s=wall, max_candidates=args.max_candidates)
+    with WorkerPool() as pool:
+        dev = DeviceModel()
+        if device.startswith("cuda"):
+            from .evaluate.ceilings import CeilingCache
+
+            ce = CeilingCache().get_or_measure(pool, device)
+            if ce is not None:
+                dev = DeviceModel(bandwidth_gbps=ce.copy_gbps, bf16_tflops=ce.bf16_tflops)
+                store.save_ceilings(ce.device_name, ce.copy_gbps, ce.bf16_tflops, ce.measured_at)
+        search = Search(task, device=device, budget=budget, store=store, pool=pool, seed=args.seed, device_model=dev)
+        try:
+            if args.json:
+                result = search.run()
+            else:
+                result = _run_with_progress(search, wall)
+        except SearchError as exc:
+            print(f"kernelbrain: {exc}", file=sys.stderr)
+            return EXIT_FINDINGS
+    if args.report:
+        from .report_html import render
+
+        args.report.write_text(render(result), encoding="utf-8")
+    if args.json:
+        out = msgspec.to_builtins(result)
+        for v in out["variants"]:
+            v.pop("source", None)  # the diff carries the change; keep the JSON readable
+        print(msgspec.json.format(msgspec.json.encode(out), indent=2).decode())
+    else:
+        from .report_text import print_search
+
+        print_search(result)
+        if args.report:
+            print(f"report: {args.report}")
+    if args.apply and result.best:
+        best = next(v for v in result.variants if v.id == result.best)
+        Path(task.file).write_text(best.source, encoding="utf-8")
+        print(f"applied {best.id} to {task.file}", file=sys.stderr)
+    return EXIT_OK
+
+
+def _run_with_progress(search, wall: float):
+    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+    with Progress(TextColumn("[bold]{task.description}"), BarColumn(), TextColumn("{task.percentage:>3.0f}%"),
+                  TimeElapsedColumn(), TextColumn("{task.fields[best]}"), transient=False) as progress:
+        bar = progress.add_task(search.task.kernel, total=1.0, best="")
+
+        def on_event(e) -> None:
+            best = f"best {e.best_speedup:.2f}x{'' if e.measured else ' (est.)'}" if e.best_speedup else ""
+            progress.update(bar, completed=e.fraction, best=best, description=f"{search.task.kernel}: {e.message[:48]}")
+
+        search.on_event = on_event
+        return search.run()
+
+
 def _stderr_progress(p) -> None:
     print(f"  · {p.stage}{(': ' + p.detail) if p.detail else ''}", file=sys.stderr, flush=True)
 
@@ -178,6 +254,20 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("init", help="scaffold a task harness for a kernel")
     p.add_argument("target", metavar="FILE::KERNEL")
     p.set_defaults(handler=_cmd_init)
+
+    p = sub.add_parser("optimize", help="search for verified faster variants of a kernel")
+    p.add_argument("target", metavar="FILE[::KERNEL]")
+    p.add_argument("--budget", default="3m", help="wall-time budget, e.g. 90s, 5m, 1h (default 3m)")
+    p.add_argument("--max-candidates", type=int, default=60, help="candidates to evaluate at most (default 60)")
+    p.add_argument("--device", default="auto", help="auto (default), cpu, cuda or cuda:N")
+    llm = p.add_mutually_exclusive_group()
+    llm.add_argument("--llm", action="store_true", help="also ask an LLM for rewrites (not in this build)")
+    llm.add_argument("--no-llm", dest="llm", action="store_false", help="offline mutators only (default)")
+    p.add_argument("--json", action="store_true", help="print the result as JSON (README: optimize --json)")
+    p.add_argument("--report", type=Path, metavar="REPORT.html", help="write an HTML report with plots")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--apply", action="store_true", help="write the best verified variant into the file")
+    p.set_defaults(handler=_cmd_optimize)
 
     p = sub.add_parser("serve", help="run the language server over stdio")
     p.set_defaults(handler=_cmd_serve)

@@ -49,3 +49,28 @@ def print_bench(result) -> None:
     if result.ceilings is not None:
         ce = result.ceilings
         console.print(f"ceilings ({ce.device_name}): copy {ce.copy_gbps:.0f} GB/s, bf16 matmul {ce.bf16_tflops:.0f} TFLOP/s")
+
+
+def print_search(result) -> None:
+    kind = "measured" if result.measured else "estimated (no GPU: verified on the CPU interpreter, ranked by the cost model)"
+    console.print(f"[bold]{result.kernel}[/] ({result.file}) on {result.device}: {kind}")
+    spent = result.budget.spent
+    console.print(f"stopped: {result.stopped} · {spent.wall_s:.0f} s, {spent.candidates} candidates, "
+                  f"{spent.gpu_s:.0f} s GPU")
+    if not result.variants:
+        console.print("no verified variant is faster than the original")
+    t = Table("variant", "made by", "speedup", "per case", "kind")
+    for v in result.variants[:10]:
+        per_case = " ".join(f"{c.speedup:.2f}" for c in v.per_case)
+        t.add_row(v.id[:10] + (" *" if v.id == result.best else ""), v.origin[:40], f"{v.speedup:.2f}x", per_case,
+                  "measured" if v.measured else "estimate")
+    if result.variants:
+        console.print(t)
+    best = next((v for v in result.variants if v.id == result.best), None)
+    if best is not None:
+        console.print(f"\n[bold]best[/] {best.id} ({best.speedup:.2f}x, "
+                      f"{'measured' if best.measured else 'estimated'}), found after {result.time_to_best_s:.0f} s:")
+        console.print(best.explanation, markup=False)
+        console.print(best.diff, markup=False, highlight=False)
+    for note in result.notes:
+        console.print(f"[dim]note: {note}[/]")

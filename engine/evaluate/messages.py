@@ -51,6 +51,7 @@ class TimeAB(msgspec.Struct, tag="time_ab"):
     rep_ms: float = 300.0  # timing budget per side and case
     noise_check: bool = True  # also time A against A to measure the noise floor
     seed: int = 0
+    cases: list[int] | None = None  # indices of the benchmark cases to time (None: all)
 
 
 class Bench(msgspec.Struct, tag="bench"):
@@ -197,6 +198,7 @@ class CaseLaunches(msgspec.Struct):
     launches: list[LaunchRecord]
     host_ops: dict[str, int] = {}  # PyTorch ops the launcher ran (allocation, fills, copies, syncs)
     host_bytes: int = 0  # bytes those host-side ops wrote on the device
+    entry_args: list[ArgSpec] = []  # the entry's own arguments for this case
 
 
 class SpecializeResult(msgspec.Struct, tag="specialize_result"):

@@ -118,4 +118,5 @@ def _record(entry, label: str, args) -> CaseLaunches:
             entry(*args)
     finally:
         audit.recorders.remove(rec)
-    return CaseLaunches(label, rec.launches, dict(mode.ops), int(mode.bytes_written))
+    entry_args = [_arg_spec(f"arg{i}", a, False) for i, a in enumerate(args)]
+    return CaseLaunches(label, rec.launches, dict(mode.ops), int(mode.bytes_written), entry_args)

@@ -91,7 +91,20 @@ def _specialize(req, dev, loader, progress):
     h.load()
     progress("specialize", "dry run of every case")
     seed = stage_seed(req.seed, "timing")
-    return dry_run(h.entry, lambda device: h._draw(h.inputs_fn, seed, "inputs", device), describe)
+
+    def draw(device: str):
+        # Every candidate of a search dry-runs the same cases: draw them once per worker (a
+        # launcher that needs real values, like `.item()`, makes this hundreds of MB on the CPU).
+        key = (req.task.inputs, seed, device)
+        if key not in _DRAWN:
+            _DRAWN.clear()
+            _DRAWN[key] = h._draw(h.inputs_fn, seed, "inputs", device)
+        return _DRAWN[key]
+
+    return dry_run(h.entry, draw, describe)
+
+
+_DRAWN: dict = {}
 
 
 def _cpu_autotune_timer() -> None:
@@ -120,6 +133,8 @@ def _time(req, dev, loader, progress):
     h.load()
     cases = h.full_cases("timing")
     labels = req.task.shapes if req.task.shapes and len(req.task.shapes) == len(cases) else [describe(c) for c in cases]
+    if getattr(req, "cases", None) is not None:
+        cases, labels = [cases[i] for i in req.cases], [labels[i] for i in req.cases]
     if isinstance(req, m.TimeAB):
         progress("timing", f"{len(cases)} cases, interleaved")
         return compare_cases(h.original_entry, h.entry, cases, labels, req.rep_ms, req.noise_check, req.seed)

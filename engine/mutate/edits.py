@@ -89,6 +89,12 @@ class Edits:
         self._edits.append((start, start, block))
         return self
 
+    def insert_after(self, node: ast.AST, text: str) -> "Edits":
+        """Insert `text` right after a node's last character."""
+        at = self.offset(node.end_lineno, node.end_col_offset)  # type: ignore[attr-defined]
+        self._edits.append((at, at, text))
+        return self
+
     def insert_line(self, lineno: int, text: str) -> "Edits":
         """Insert `text` (whole lines) at the start of a 1-based line."""
         at = self.offset(lineno, 0)

@@ -96,8 +96,10 @@ def occupancy(n_regs: int | None, shared: int | None, num_warps: int) -> float:
 
 def _jit_function(module, name: str):
     """The JITFunction under any @autotune/@heuristics wrappers."""
+    from triton.runtime.jit import JITFunction
+
     fn = getattr(module, name)
-    while not hasattr(fn, "arg_names") and hasattr(fn, "fn"):
+    while not isinstance(fn, JITFunction) and hasattr(fn, "fn"):  # Autotuner also has arg_names
         fn = fn.fn
     return fn
 

@@ -1,0 +1,157 @@
+"""`optimize --report report.html`: one self-contained page with the search trajectory, per-case
+speedups, the roofline position before and after, and every variant's explanation and diff.
+
+Plots are drawn with matplotlib (Agg) as inline SVG, so the page needs no network and no files.
+"""
+
+from __future__ import annotations
+
+import html
+import io
+
+from .search.result import SearchResult
+
+OUTCOME_COLOURS = {"verified": "#2a9d3f", "pruned": "#9a9a9a", "rejected": "#d1495b"}
+
+
+def _svg(fig) -> str:
+    buf = io.StringIO()
+    fig.savefig(buf, format="svg", bbox_inches="tight")
+    import matplotlib.pyplot as plt
+
+    plt.close(fig)
+    text = buf.getvalue()
+    return text[text.index("<svg"):]
+
+
+def _colour(outcome: str) -> str:
+    if outcome == "verified":
+        return OUTCOME_COLOURS["verified"]
+    if outcome.startswith(("estimate:", "quick:")):
+        return OUTCOME_COLOURS["pruned"]
+    return OUTCOME_COLOURS["rejected"]
+
+
+def trajectory_plot(result: SearchResult) -> str:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(7.5, 3.6))
+    pts = result.trajectory
+    for kind, colour in OUTCOME_COLOURS.items():
+        sel = [p for p in pts if (_colour(p.outcome) == colour) and p.speedup is not None]
+        ax.scatter([p.t for p in sel], [p.speedup for p in sel], s=18, c=colour, label=kind, alpha=0.8)
+    failed = [p for p in pts if p.speedup is None]
+    if failed:
+        ax.scatter([p.t for p in failed], [0.0] * len(failed), s=18, marker="x", c=OUTCOME_COLOURS["rejected"],
+                   label="rejected (no score)")
+    if pts:
+        xs, ys = [0.0], [1.0]
+        for p in pts:
+            xs.append(p.t)
+            ys.append(p.best)
+        ax.step(xs, ys, where="post", c="black", lw=1.5, label="best so far")
+    ax.axhline(1.0, c="#444", lw=0.6, ls=":")
+    ax.set_xlabel("seconds since start")
+    ax.set_ylabel("speedup" + ("" if result.measured else " (estimated)"))
+    ax.set_title("Search trajectory")
+    ax.legend(fontsize=8, loc="best")
+    return _svg(fig)
+
+
+def per_case_plot(result: SearchResult, top: int = 4) -> str:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    variants = result.variants[:top]
+    fig, ax = plt.subplots(figsize=(7.5, 3.2))
+    labels = [b.label for b in result.baseline] or [c.label for c in (variants[0].per_case if variants else [])]
+    width = 0.8 / max(1, len(variants))
+    for k, v in enumerate(variants):
+        ax.bar([i + k * width for i in range(len(v.per_case))], [c.speedup for c in v.per_case], width,
+               label=f"{v.id[:8]} {v.origin[:30]}")
+    ax.axhline(1.0, c="#444", lw=0.8, ls=":")
+    ax.set_xticks([i + 0.4 - width / 2 for i in range(len(labels))])
+    ax.set_xticklabels([l[:28] for l in labels], fontsize=7, rotation=10)
+    ax.set_ylabel("speedup" + ("" if result.measured else " (estimated)"))
+    ax.set_title("Per-case speedup of the best variants")
+    if variants:
+        ax.legend(fontsize=7)
+    return _svg(fig)
+
+
+def roofline_plot(result: SearchResult, bytes_per_case: list[int], flops_per_case: list[int | None],
+                  copy_gbps: float, peak_tflops: float) -> str:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(7.5, 3.6))
+    xs = [10 ** (k / 20) for k in range(-40, 81)]
+    ax.plot(xs, [min(copy_gbps * x / 1e3, peak_tflops) for x in xs], c="black", lw=1.2, label="roofline")
+    best = result.variants[0] if result.variants else None
+    for i, base in enumerate(result.baseline):
+        nbytes = bytes_per_case[i] if i < len(bytes_per_case) else 0
+        flops = flops_per_case[i] if i < len(flops_per_case) else None
+        if not nbytes:
+            continue
+        intensity = (flops / nbytes) if flops else 0.25  # streaming kernels: ~a fraction of a FLOP per byte
+        work = flops if flops else nbytes * intensity
+
+        def rate(us: float) -> float:
+            return work / (us * 1e-6) / 1e12
+
+        ax.scatter([intensity], [rate(base.time_us)], marker="o", c="#d1495b", s=30,
+                   label="before" if i == 0 else None)
+        if best is not None and i < len(best.per_case):
+            ax.scatter([intensity], [rate(best.per_case[i].value_us)], marker="^", c="#2a9d3f", s=36,
+                       label="after (best)" if i == 0 else None)
+            ax.annotate(base.label[:18], (intensity, rate(base.time_us)), fontsize=6, alpha=0.7)
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("arithmetic intensity (FLOP/byte; streaming kernels placed at 0.25)")
+    ax.set_ylabel("TFLOP/s (equivalent)")
+    ax.set_title("Roofline position before and after" + ("" if result.measured else " (estimated)"))
+    ax.legend(fontsize=8)
+    return _svg(fig)
+
+
+def render(result: SearchResult) -> str:
+    esc = html.escape
+    bytes_per_case, flops_per_case = result.case_bytes, result.case_flops
+    copy_gbps = result.ceilings.get("copy_gbps", 4280.0)
+    peak_tflops = result.ceilings.get("bf16_tflops", 680.0)
+    kind = "measured on " + result.device if result.measured else "estimated (no GPU: static cost model)"
+    best = next((v for v in result.variants if v.id == result.best), None)
+    rows = "".join(
+        f"<tr><td><code>{esc(v.id)}</code></td><td>{esc(v.origin)}</td><td>{v.speedup:.2f}x</td>"
+        f"<td>{'measured' if v.measured else 'estimate'}</td><td>{esc(v.description)}</td></tr>"
+        for v in result.variants)
+    details = "".join(
+        f"<details><summary><code>{esc(v.id)}</code> {esc(v.origin)}: {v.speedup:.2f}x</summary>"
+        f"<pre class='expl'>{esc(v.explanation)}</pre><pre class='diff'>{esc(v.diff)}</pre></details>"
+        for v in result.variants)
+    spent = result.budget.spent
+    summary = (f"best {best.speedup:.2f}x ({esc(best.origin)}) after {result.time_to_best_s:.0f} s"
+               if best and result.time_to_best_s is not None else "no faster variant found")
+    return f"""<!doctype html><html><head><meta charset="utf-8"><title>KernelBrain: {esc(result.kernel)}</title>
+<style>body{{font-family:system-ui,sans-serif;max-width:980px;margin:2em auto;color:#222}}
+table{{border-collapse:collapse;font-size:13px}}td,th{{border:1px solid #ccc;padding:3px 8px}}
+pre{{background:#f6f6f6;padding:8px;overflow:auto;font-size:12px}} .diff{{color:#333}}</style></head><body>
+<h1>{esc(result.kernel)}</h1>
+<p><code>{esc(result.file)}</code> · {esc(kind)} · {summary}</p>
+<p>Spent {spent.wall_s:.0f} s wall, {spent.gpu_s:.0f} s GPU, {spent.candidates} candidates; stopped: {esc(result.stopped)}.
+Candidates by rung: {esc(str(result.candidates.per_stage))}; outcomes: {esc(str(result.candidates.per_outcome))}.</p>
+{''.join(f'<p><em>{esc(n)}</em></p>' for n in result.notes)}
+{trajectory_plot(result)}
+{per_case_plot(result)}
+{roofline_plot(result, bytes_per_case, flops_per_case, copy_gbps, peak_tflops)}
+<h2>Verified variants</h2>
+<table><tr><th>id</th><th>made by</th><th>speedup</th><th>kind</th><th>what changed</th></tr>{rows}</table>
+{details}
+</body></html>"""

@@ -1,0 +1,614 @@
+"""The budget-bounded, coarse-to-fine search (brief §4).
+
+Each generation expands the best verified variants so far with every mutator, then walks the new
+candidates up a fidelity ladder, cheap checks on many and expensive ones on few:
+
+    gate (static) -> dry run + AOT compile (parallel, CPU) -> cost-model rank [halving]
+    -> smoke correctness -> quick timing on the largest case [halving, GPU]
+    -> full correctness (5 stages) -> precise interleaved timing on every case (GPU)
+
+Without a GPU the timings are replaced by the static cost model and every speedup is labelled
+an estimate. The search stops on its budget (wall time, GPU time, candidates), on stagnation, or
+when the mutators have nothing new; results, outcomes and measurements go to the store, so a
+later search of the same kernel source resumes where this one stopped. When different variants
+win different cases, a dispatching variant is built and verified on all of them.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+import msgspec
+
+from ..evaluate import messages as m
+from ..evaluate.candidate import candidate_id
+from ..evaluate.devices import is_gpu
+from ..evaluate.policy import static_gate
+from ..evaluate.pool import WorkerDied, WorkerPool
+from ..evaluate.stats import geomean
+from ..evaluate.verify import harness_timeout, run_harness
+from ..index.builder import source_hash
+from ..mutate import MutationContext, load_mutators
+from ..store import Store, kernel_key
+from ..task.spec import Task
+from . import dispatch
+from .budget import Budget, Meter
+from .cost_model import DeviceModel, case_bytes_and_flops, case_time_us, matmul_flops, tile_names
+from .explain import compiled_changes, explain, unified_diff
+from .result import (BaselineCase, BudgetReport, CandidateCounts, CaseValue, SearchEvent, SearchResult,
+                     TrajectoryPoint, Variant)
+
+PARENTS_PER_GENERATION = 3
+PROPOSALS_PER_MUTATOR = 12  # per parent; the configuration space is the large one
+KEEP_AFTER_ESTIMATE = 0.5  # successive halving: fraction kept after the cost-model rank
+KEEP_AFTER_QUICK = 0.5  # ... and after quick timing (GPU)
+MIN_KEEP = 3
+STAGNATION_GENERATIONS = 2
+IMPROVEMENT = 0.01  # a new best must beat the old by 1%
+QUICK_REP_MS = 25.0
+# Planning figures (2-core development machine, CPU interpreter): a dry run plus AOT compile of
+# one candidate takes ~2 s per compile worker; smoke + full harness ~4 s on the interpreter.
+DEFAULT_COMPILE_S = 2.5
+VERIFY_S_CPU = 4.0
+VERIFY_S_GPU = 3.0
+PRECISE_REP_MS = 150.0
+FINAL_REP_MS = 400.0
+
+
+def compile_key(rec: m.LaunchRecord) -> str:
+    """What the generated code depends on: types, constexprs, warps, stages and each integer's
+    divisibility class (1, multiple of 16, other), not its value or any tensor's size."""
+
+    def arg(a: m.ArgSpec):
+        if a.kind == "int" and isinstance(a.value, int):
+            return (a.name, a.dtype, "one" if a.value == 1 else "d16" if a.value % 16 == 0 else "any")
+        if a.kind == "ptr":
+            return (a.name, a.dtype)
+        return (a.name, a.kind, a.dtype, a.value if a.kind == "constexpr" else None)
+
+    return repr((rec.kernel, [arg(a) for a in rec.args], rec.num_warps, rec.num_stages, sorted(rec.config.items())))
+
+
+class SearchError(Exception):
+    """The search cannot start (the original fails its own harness, no harness, ...)."""
+
+
+@dataclass
+class Node:
+    id: str
+    source: str
+    origin: str
+    description: str
+    parent: str | None
+    llm: bool = False
+    t: float = 0.0
+    spec: m.SpecializeResult | None = None
+    facts: dict[int, dict[int, m.CompiledFacts]] = field(default_factory=dict)
+    estimate_us: list[float] | None = None
+    quick: float | None = None
+    harness: m.HarnessResult | None = None
+    timing: m.TimingResult | None = None
+    outcome: str = "pending"
+    dispatch: bool = False
+    expanded: bool = False
+
+    @property
+    def verified(self) -> bool:
+        return self.outcome == "verified"
+
+
+class Search:
+    def __init__(self, task: Task, *, device: str, budget: Budget, store: Store, pool: WorkerPool, seed: int = 0,
+                 mutators: list[str] | None = None, on_event: Callable[[SearchEvent], None] | None = None,
+                 cancel: threading.Event | None = None, compile_workers: int | None = None,
+                 device_model: DeviceModel | None = None):
+        self.task = task
+        self.device = device
+        self.gpu = is_gpu(device)
+        self.store = store
+        self.pool = pool
+        self.seed = seed
+        self.meter = Meter(budget)
+        self.on_event = on_event or (lambda e: None)
+        self.cancel = cancel or threading.Event()
+        self.mutators = {k: v for k, v in sorted(load_mutators().items()) if mutators is None or k in mutators}
+        n = compile_workers or max(1, min(4, os.cpu_count() or 2))
+        self.compile_devices = [f"compile:{i}" for i in range(n)]
+        self.dev = device_model or DeviceModel()
+        self.original = Path(task.file).read_text(encoding="utf-8")
+        self.key = kernel_key(task.file, task.kernel, source_hash(self.original))
+        self.nodes: dict[str, Node] = {}
+        self.trajectory: list[TrajectoryPoint] = []
+        self.counts = CandidateCounts(per_stage={}, per_outcome={})
+        self.notes: list[str] = []
+        self.best_id: str | None = None
+        self.best_speedup = 1.0
+        self.time_to_best: float | None = None
+        self.baseline_us: list[float] = []
+        self.labels: list[str] = []
+        self.baseline_facts: dict[int, dict[int, m.CompiledFacts]] = {}
+        self.baseline_est: list[float] = []
+        self._compile_s_per_candidate: float | None = None
+
+    # -- plumbing ---------------------------------------------------------------------------
+    def _t(self) -> float:
+        return self.meter.tick().wall_s
+
+    def _emit(self, kind: str, message: str) -> None:
+        b = self.meter.budget
+        s = self.meter.tick()
+        fraction = min(1.0, max(s.wall_s / b.wall_s, s.candidates / max(1, b.max_candidates),
+                                (s.gpu_s / b.gpu_s) if b.gpu_s else 0.0))
+        self.on_event(SearchEvent(kind, fraction, message, self.best_speedup if self.best_id else None,
+                                  self.best_id, self.gpu))
+
+    def _call(self, device: str, request, timeout: float):
+        t0 = time.monotonic()
+        try:
+            return self.pool.call(device, request, timeout)
+        finally:
+            if is_gpu(device):
+                self.meter.spent.gpu_s += time.monotonic() - t0
+
+    def _stage(self, rung: str) -> None:
+        self.counts.per_stage[rung] = self.counts.per_stage.get(rung, 0) + 1
+
+    def _end(self, node: Node, outcome: str, rung: str, reason: str | None = None, message: str = "",
+             passed: bool = False, details=None) -> None:
+        node.outcome = outcome
+        key = outcome if outcome == "verified" else f"{rung}:{reason or outcome}"
+        self.counts.per_outcome[key] = self.counts.per_outcome.get(key, 0) + 1
+        self.store.record_outcome(self.key, node.id, self.device, rung, passed, reason, message, details)
+        self.trajectory.append(TrajectoryPoint(self._t(), node.id, node.origin, key, self._score(node),
+                                               self.best_speedup))
+
+    def _stopped(self) -> str | None:
+        if self.cancel.is_set():
+            return "cancelled"
+        return self.meter.exhausted()
+
+    def _out_of_time(self, force: bool = False) -> bool:
+        """Admitted candidates finish their ladder unless time runs out (or the search is cancelled)."""
+        stop = self._stopped()
+        return stop == "cancelled" or (not force and stop is not None and "candidates" not in stop)
+
+    # -- evaluation rungs ---------------------------------------------------------------------
+    def _specialize_and_compile(self, node: Node, device: str) -> None:
+        spec = self._call(device, m.Specialize(self.task, node.source if node.id != "original" else None,
+                                               seed=self.seed), 180.0)
+        if not isinstance(spec, m.SpecializeResult):
+            return
+        node.spec = spec
+        records = [(ci, li, rec) for ci, c in enumerate(spec.cases) for li, rec in enumerate(c.launches)]
+        if not records:
+            return
+        unique: dict[str, int] = {}
+        order = []
+        for ci, li, rec in records:
+            k = compile_key(rec)
+            if k not in unique:
+                unique[k] = len(order)
+                order.append(rec)
+        result = self._call(device, m.Compile(node.source, self.task.file, order), 600.0)
+        if not isinstance(result, m.CompileResult):
+            return
+        for ci, li, rec in records:
+            node.facts.setdefault(ci, {})[li] = result.facts[unique[compile_key(rec)]]
+
+    def _estimate(self, node: Node) -> list[float] | None:
+        if node.spec is None or not node.spec.cases:
+            return None
+        kernels = {rec.kernel for c in node.spec.cases for rec in c.launches}
+        tiles = {k: tile_names(node.source, k) for k in kernels}
+        return [case_time_us(c, node.facts.get(ci, {}), node.source, tiles, self.dev, matmul_flops(c))
+                for ci, c in enumerate(node.spec.cases)]
+
+    def _estimated_speedup(self, node: Node) -> float | None:
+        if node.estimate_us is None or not self.baseline_est or len(node.estimate_us) != len(self.baseline_est):
+            return None
+        if any(not math.isfinite(v) for v in node.estimate_us):
+            return 0.0
+        return geomean([b / v for b, v in zip(self.baseline_est, node.estimate_us) if v > 0])
+
+    def _score(self, node: Node) -> float | None:
+        if node.timing is not None:
+            return node.timing.speedup
+        if self.gpu and node.quick is not None:
+            return node.quick
+        return self._estimated_speedup(node)
+
+    def _compile_all(self, nodes: list[Node]) -> None:
+        with ThreadPoolExecutor(max_workers=len(self.compile_devices)) as ex:
+            futures = [ex.submit(self._compile_on, i, n) for i, n in enumerate(nodes)]
+            for f in futures:
+                f.result()
+
+    def _compile_on(self, i: int, node: Node) -> None:
+        device = self.compile_devices[i % len(self.compile_devices)]
+        try:
+            self._specialize_and_compile(node, device)
+        except WorkerDied as d:
+            node.outcome = f"compile-died:{d.kind}"
+
+    def _harness(self, node: Node, stages: list[str]) -> m.HarnessResult:
+        """Some or all correctness stages; a dead or hung worker becomes a rejection."""
+        req = m.RunHarness(self.task, node.source, node.id, self.seed, stages, full_cases=self.gpu)
+        try:
+            answer = self._call(self.device, req, harness_timeout(self.device))
+        except WorkerDied as d:
+            return m.HarnessResult(False, d.stage or "load", d.kind, d.message)
+        if isinstance(answer, m.WorkerError):
+            return m.HarnessResult(False, "load", answer.reason, answer.message)
+        return answer
+
+    def _time_ab(self, node: Node, rep_ms: float, cases: list[int] | None, noise: bool) -> m.TimingResult | None:
+        req = m.TimeAB(self.task, node.source, node.id, rep_ms=rep_ms, noise_check=noise, seed=self.seed, cases=cases)
+        try:
+            answer = self._call(self.device, req, 600.0)
+        except WorkerDied as d:
+            self._end(node, "rejected", "timing", d.kind, d.message)
+            return None
+        if isinstance(answer, m.WorkerError):
+            self._end(node, "rejected", "timing", answer.reason, answer.message)
+            return None
+        return answer
+
+    # -- baseline -----------------------------------------------------------------------------
+    def _baseline(self) -> None:
+        self._emit("rung", "checking the original against its harness")
+        result = run_harness(self.pool, self.task, None, self.device, self.seed)
+        if not result.accepted:
+            raise SearchError(f"the original kernel fails its own harness ({result.stage}: {result.reason}): "
+                              f"{result.message}")
+        root = Node("original", self.original, "original", "the original kernel", None)
+        self._specialize_and_compile(root, self.compile_devices[0])
+        self.baseline_facts = root.facts
+        root.estimate_us = self._estimate(root)
+        self.baseline_est = root.estimate_us or []
+        root.outcome = "verified"
+        root.harness = result
+        self.nodes[root.id] = root
+        if self.gpu:
+            self._emit("rung", "timing the original on every case")
+            from ..evaluate.verify import bench as bench_call
+
+            t0 = time.monotonic()
+            b = bench_call(self.pool, self.task, self.device)
+            self.meter.spent.gpu_s += time.monotonic() - t0
+            self.labels = [c.label for c in b.cases]
+            self.baseline_us = [c.median_ms * 1000 for c in b.cases]
+        else:
+            self.labels = [c.label for c in root.spec.cases] if root.spec else []
+            self.baseline_us = list(self.baseline_est)
+
+    # -- resume ---------------------------------------------------------------------------------
+    def _resume(self) -> None:
+        stored = self.store.outcomes(self.key, self.device)
+        resumed = 0
+        for cid, rungs in stored.items():
+            cand = self.store.candidate(self.key, cid)
+            if cand is None or cid in self.nodes:
+                continue
+            node = Node(cid, cand["source"], cand["origin"], cand["description"], cand["parent"], bool(cand["llm"]))
+            final = rungs.get("full") or rungs.get("timing")
+            if final and final["passed"]:
+                details = final["details"]
+                if "timing" in details and details["timing"]:
+                    node.timing = msgspec.convert(details["timing"], m.TimingResult)
+                if "estimate_us" in details:
+                    node.estimate_us = details["estimate_us"]
+                node.outcome = "verified"
+                resumed += 1
+            else:
+                node.outcome = "rejected"
+            node.expanded = True  # its children were proposed already; they are in the store too
+            self.nodes[cid] = node
+        if resumed:
+            self.notes.append(f"resumed {resumed} verified variant(s) from an earlier search of this kernel")
+            for node in self.nodes.values():
+                if node.verified and node.id != "original":
+                    self._consider_best(node)
+            # let the best ones be expanded again with anything new
+            for node in self._parents(ignore_expanded=True):
+                node.expanded = False
+
+    # -- generations ------------------------------------------------------------------------------
+    def _parents(self, ignore_expanded: bool = False) -> list[Node]:
+        verified = [n for n in self.nodes.values() if n.verified and (ignore_expanded or not n.expanded)]
+        verified.sort(key=lambda n: (-(self._score(n) or (1.0 if n.id == "original" else 0.0)), n.id))
+        return verified[:PARENTS_PER_GENERATION]
+
+    def _propose(self, parents: list[Node]) -> list[Node]:
+        fresh: list[Node] = []
+        for parent in parents:
+            parent.expanded = True
+            ctx = MutationContext(self.task, parent.source, seed=self.seed)
+            for name, mut in self.mutators.items():
+                try:
+                    proposals = list(mut.propose(ctx))[:PROPOSALS_PER_MUTATOR]
+                except Exception as exc:  # a mutator bug must not end the search
+                    self.notes.append(f"mutator {name} failed on {parent.id}: {type(exc).__name__}: {exc}")
+                    continue
+                for p in proposals:
+                    cid = candidate_id(p.source)
+                    if cid in self.nodes or any(n.id == cid for n in fresh):
+                        continue
+                    origin = p.origin if parent.id == "original" else f"{parent.origin}+{p.origin}"
+                    desc = p.description if parent.id == "original" else f"{parent.description}; then {p.description}"
+                    fresh.append(Node(cid, p.source, origin, desc, parent.id, t=self._t()))
+        return fresh
+
+    def _consider_best(self, node: Node) -> None:
+        score = self._score(node)
+        if score is None:
+            return
+        if self.gpu and node.timing is not None and node.timing.verdict not in ("faster", "mixed"):
+            return
+        if score > self.best_speedup * (1 + IMPROVEMENT) or (self.best_id is None and score > 1 + IMPROVEMENT):
+            self.best_speedup = score
+            self.best_id = node.id
+            self.time_to_best = self._t()
+            kind = "measured" if node.timing is not None else "estimated"
+            self._emit("best", f"best so far {score:.2f}x ({kind}): {node.origin}")
+
+    def _generation(self, fresh: list[Node], force: bool = False) -> None:
+        """Walk new candidates up the ladder. `force`: run them even past the candidate budget."""
+        # rung: static policy gate
+        runnable = []
+        for node in fresh:
+            self.nodes[node.id] = node
+            self._stage("gate")
+            rej = static_gate(self.task, self.original, node.source)
+            if rej is not None:
+                self._end(node, "rejected", "gate", rej.reason, rej.message)
+                continue
+            if self.meter.candidates_left() <= 0 and not force:
+                node.outcome = "not-run"
+                continue
+            self.meter.spent.candidates += 1
+            self.store.add_candidate(self.key, node.id, node.source, node.origin, node.parent, node.description, node.llm)
+            runnable.append(node)
+        if not runnable:
+            return
+        # rung: dry run + AOT compile, in parallel on the CPU cores; rank by the cost model.
+        # Only as many as the remaining time allows, judged by how long compiles took so far.
+        if not force:
+            per = self._compile_s_per_candidate or DEFAULT_COMPILE_S
+            room = self.meter.left_s() - MIN_KEEP * (VERIFY_S_GPU if self.gpu else VERIFY_S_CPU)
+            fit = max(MIN_KEEP, int(room * len(self.compile_devices) / per))
+            for node in runnable[max(fit, 0):]:
+                node.outcome = "not-run"
+            runnable = runnable[:max(fit, 0)]
+            if not runnable:
+                return
+        self._emit("rung", f"compiling {len(runnable)} candidates for sm_90")
+        t0 = time.monotonic()
+        self._compile_all(runnable)
+        self._compile_s_per_candidate = (time.monotonic() - t0) * len(self.compile_devices) / len(runnable)
+        ranked = []
+        for node in runnable:
+            self._stage("compile")
+            failed = [f for facts in node.facts.values() for f in facts.values() if not f.ok]
+            if node.outcome.startswith("compile-died"):
+                self._end(node, "rejected", "compile", node.outcome.split(":")[1], "compiler worker died")
+            elif failed:
+                self._end(node, "rejected", "compile", "compile-error", failed[0].error or "")
+            else:
+                node.estimate_us = self._estimate(node)
+                ranked.append(node)
+        ranked.sort(key=lambda n: (-(self._estimated_speedup(n) or 0.0), n.id))
+        keep = max(MIN_KEEP, math.ceil(len(ranked) * KEEP_AFTER_ESTIMATE))
+        # Successive halving by estimate, but the best of every mutator survives: a structural
+        # rewrite that is modest alone (dropping a zero-fill) composes with the others later.
+        survivors = ranked[:keep]
+        origins = {n.origin.split("+")[-1] for n in survivors}
+        for node in ranked[keep:]:
+            last = node.origin.split("+")[-1]
+            if last not in origins:
+                origins.add(last)
+                survivors.append(node)
+        for node in ranked:
+            if node not in survivors:
+                self._end(node, "pruned", "estimate", "ranked-out", "the cost model ranked it below the kept half",
+                          details={"estimate_us": node.estimate_us})
+        # rung: smoke correctness
+        smoked = []
+        for node in survivors:
+            if self._out_of_time(force):
+                node.outcome = "not-run"
+                continue
+            self._stage("smoke")
+            res = self._harness(node, ["smoke"])
+            if not res.accepted:
+                self._end(node, "rejected", "smoke", res.reason, res.message)
+                continue
+            smoked.append(node)
+        # rung: quick timing on the largest case (GPU)
+        if self.gpu and smoked:
+            largest = max(range(len(self.baseline_us)), key=lambda i: self.baseline_us[i])
+            timed = []
+            for node in smoked:
+                if self._out_of_time():
+                    break
+                self._stage("quick")
+                t = self._time_ab(node, QUICK_REP_MS, [largest], False)
+                if t is not None:
+                    node.quick = t.speedup
+                    timed.append(node)
+            timed.sort(key=lambda n: (-(n.quick or 0.0), n.id))
+            keep = max(MIN_KEEP - 1, math.ceil(len(timed) * KEEP_AFTER_QUICK))
+            for node in timed[keep:]:
+                self._end(node, "pruned", "quick", "ranked-out", f"quick timing {node.quick:.3f}x: below the kept half")
+            smoked = timed[:keep]
+        # rung: full correctness, then precise timing (GPU) or estimates (CPU)
+        for node in smoked:
+            if self._out_of_time(force):
+                node.outcome = "not-run"
+                continue
+            self._stage("full")
+            res = self._harness(node, list(m.STAGES))
+            node.harness = res
+            if not res.accepted:
+                self._end(node, "rejected", "full", res.reason, res.message)
+                continue
+            if self.gpu:
+                self._stage("timing")
+                node.timing = self._time_ab(node, PRECISE_REP_MS, None, True)
+                if node.timing is None:
+                    continue
+            details = {"estimate_us": node.estimate_us, "timing": node.timing}
+            self._end(node, "verified", "full", None, res.message, passed=True, details=details)
+            self._record_measurements(node)
+            self._consider_best(node)
+            self._emit("candidate", f"verified {node.origin}: {self._score(node) or 0:.2f}x")
+
+    def _record_measurements(self, node: Node) -> None:
+        for cv in self._per_case(node):
+            self.store.record_measurement(self.key, node.id, self.device, cv.label, node.timing is not None,
+                                          cv.baseline_us, cv.value_us, cv.speedup, {"verdict": cv.verdict})
+
+    # -- dispatch ---------------------------------------------------------------------------------
+    def _dispatch(self) -> None:
+        verified = [n for n in self.nodes.values() if n.verified and n.id != "original" and not n.dispatch]
+        per_case = {n.id: self._per_case(n) for n in verified}
+        if len(verified) < 2 or not self.labels:
+            return
+        n_cases = len(self.labels)
+        winners = []
+        for i in range(n_cases):
+            best = max(verified, key=lambda n: (per_case[n.id][i].speedup if len(per_case[n.id]) > i else 0, n.id))
+            winners.append(best)
+        if len({w.id for w in winners}) < 2:
+            return
+        a = max(verified, key=lambda n: ((self._score(n) or 0), n.id))
+        b_cases = [i for i, w in enumerate(winners) if w.id != a.id]
+        b = max((winners[i] for i in b_cases), key=lambda n: sum(per_case[n.id][i].speedup for i in b_cases))
+        wins_b = [w.id == b.id for w in winners]
+        base_spec = self.nodes["original"].spec
+        if base_spec is None:
+            return
+        params = self._entry_params()
+        split = dispatch.find_split(base_spec.cases, wins_b, params)
+        if split is None:
+            self.notes.append("winners differ between cases but no single size separates them: no dispatch variant")
+            return
+        source = dispatch.build(a.source, b.source, self.task.kernel, self.task.entry, split)
+        if source is None:
+            return
+        node = Node(candidate_id(source), source, f"dispatch({a.origin} | {b.origin})",
+                    f"per shape bucket: `{b.origin}` where {split.expr.format(*params)} "
+                    f"{'>' if split.above else '<='} {split.threshold}, `{a.origin}` elsewhere", a.id, dispatch=True,
+                    t=self._t())
+        if node.id in self.nodes:
+            return
+        if self._stopped() and "candidates" not in (self._stopped() or ""):
+            self.notes.append(f"winners differ between shape buckets ({split.expr.format(*params)} around "
+                              f"{split.threshold}), but no time was left to verify a dispatching variant")
+            return
+        self._emit("rung", "verifying a dispatching variant across shape buckets")
+        self._generation([node], force=True)
+
+    def _entry_params(self) -> list[str]:
+        import ast
+
+        tree = ast.parse(self.original)
+        fn = next((n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == self.task.entry), None)
+        return [a.arg for a in fn.args.args] if fn else []
+
+    # -- results ----------------------------------------------------------------------------------
+    def _per_case(self, node: Node) -> list[CaseValue]:
+        if node.timing is not None:
+            return [CaseValue(c.label, c.baseline_ms * 1000, c.candidate_ms * 1000, c.speedup, c.verdict, c.p_value)
+                    for c in node.timing.cases]
+        if node.estimate_us is not None and len(node.estimate_us) == len(self.baseline_est):
+            labels = self.labels or [f"case {i}" for i in range(len(node.estimate_us))]
+            return [CaseValue(label, b, v, b / v if v else 0.0) for label, b, v in
+                    zip(labels, self.baseline_est, node.estimate_us)]
+        return []
+
+    def _variant(self, node: Node) -> Variant:
+        per_case = self._per_case(node)
+        speedup = self._score(node) or 1.0
+        diff = unified_diff(self.original, node.source, self.task.file, self.task.root)
+        before = next(iter(self.baseline_facts.get(0, {}).values()), None)
+        after = next(iter(node.facts.get(0, {}).values()), None)
+        text = explain(node.description, diff, per_case, node.timing is not None, speedup,
+                       compiled_changes(before, after))
+        stages = [s.name for s in node.harness.stages if s.passed] if node.harness else list(m.STAGES)
+        return Variant(node.id, node.origin, node.description, speedup, per_case, stages, node.timing is not None,
+                       diff, text, node.parent, node.llm, node.dispatch, node.source)
+
+    def _final_ab(self) -> None:
+        if not self.gpu or self.best_id is None or self._stopped() == "cancelled":
+            return
+        node = self.nodes[self.best_id]
+        self._emit("rung", "final interleaved A/B of the best variant")
+        t = self._time_ab(node, FINAL_REP_MS, None, True)
+        if t is not None:
+            node.timing = t
+            self.best_speedup = t.speedup
+            self._record_measurements(node)
+
+    def run(self) -> SearchResult:
+        search_id = self.store.start_search(self.key, self.task.file, self.task.kernel, self.device)
+        status = "failed"
+        try:
+            self._emit("started", f"optimizing {self.task.kernel} on {self.device}")
+            self._baseline()
+            self._resume()
+            stopped = None
+            stagnant = 0
+            while True:
+                stopped = self._stopped()
+                if stopped:
+                    break
+                parents = self._parents()
+                if not parents:
+                    stopped = "exhausted: no verified variant left to expand"
+                    break
+                fresh = self._propose(parents)
+                if not fresh:
+                    continue
+                before = self.best_speedup
+                self._generation(fresh)
+                stagnant = 0 if self.best_speedup > before * (1 + IMPROVEMENT) else stagnant + 1
+                if stagnant >= STAGNATION_GENERATIONS:
+                    stopped = f"stagnation: no better variant in {stagnant} generations"
+                    break
+            if stopped != "cancelled":
+                self._dispatch()
+                self._final_ab()
+            status = "cancelled" if stopped == "cancelled" else "finished"
+            result = self._result(stopped or "finished")
+            self.store.finish_search(search_id, status, result)
+            self._emit("finished", f"done ({result.stopped}): "
+                                   + (f"best {self.best_speedup:.2f}x" if self.best_id else "no faster variant"))
+            return result
+        except BaseException:
+            self.store.finish_search(search_id, status, None)
+            raise
+
+    def _result(self, stopped: str) -> SearchResult:
+        variants = [self._variant(n) for n in self.nodes.values() if n.verified and n.id != "original"]
+        variants.sort(key=lambda v: (-v.speedup, v.id))
+        self.counts.total = sum(1 for n in self.nodes.values() if n.id != "original")
+        baseline = [BaselineCase(label, us, self.gpu) for label, us in zip(self.labels, self.baseline_us)]
+        if not self.gpu:
+            self.notes.append("no GPU: candidates were verified on the CPU interpreter and ranked by the static "
+                              "cost model; speedups are estimates (measured: false)")
+        root = self.nodes.get("original")
+        case_bytes, case_flops = case_bytes_and_flops(root.spec.cases if root and root.spec else [])
+        return SearchResult(
+            kernel=self.task.kernel, file=self.task.file, device=self.device, measured=self.gpu, baseline=baseline,
+            variants=variants, best=self.best_id, time_to_best_s=self.time_to_best,
+            budget=BudgetReport(self.meter.budget, self.meter.tick()), candidates=self.counts, stopped=stopped,
+            trajectory=self.trajectory, notes=self.notes, seed=self.seed, source_hash=source_hash(self.original),
+            case_bytes=case_bytes, case_flops=case_flops,
+            ceilings={"copy_gbps": self.dev.bandwidth_gbps, "bf16_tflops": self.dev.bf16_tflops})

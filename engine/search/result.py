@@ -1,0 +1,90 @@
+"""The result of a search: the stable shape of `kernelbrain optimize --json` (README: CLI)."""
+
+from __future__ import annotations
+
+import msgspec
+
+from .budget import Budget, Spent
+
+
+class CaseValue(msgspec.Struct):
+    label: str
+    baseline_us: float
+    value_us: float
+    speedup: float
+    verdict: str | None = None  # measured: "faster" | "slower" | "same"; estimates: None
+    p_value: float | None = None
+
+
+class Variant(msgspec.Struct):
+    id: str
+    origin: str  # the mutator(s) that made it, e.g. "single-pass+config"
+    description: str
+    speedup: float  # geometric mean over cases
+    per_case: list[CaseValue]
+    verified: list[str]  # the harness stages it passed
+    measured: bool  # False: the speedup is a cost-model estimate
+    diff: str
+    explanation: str
+    parent: str | None = None
+    llm: bool = False
+    dispatch: bool = False  # chooses between variants per shape bucket
+    source: str = ""
+
+
+class BaselineCase(msgspec.Struct):
+    label: str
+    time_us: float
+    measured: bool
+
+
+class TrajectoryPoint(msgspec.Struct):
+    t: float  # seconds since the search started
+    candidate: str
+    origin: str
+    outcome: str  # "verified" or the rung and reason it stopped at
+    speedup: float | None
+    best: float  # best verified speedup so far (1.0 = the original)
+
+
+class CandidateCounts(msgspec.Struct):
+    total: int = 0
+    per_stage: dict[str, int] = {}  # how many reached each rung
+    per_outcome: dict[str, int] = {}  # how each ended
+
+
+class BudgetReport(msgspec.Struct):
+    limits: Budget
+    spent: Spent
+
+
+class SearchResult(msgspec.Struct):
+    kernel: str
+    file: str
+    device: str
+    measured: bool  # False on a machine without a GPU: every speedup is an estimate
+    baseline: list[BaselineCase]
+    variants: list[Variant]
+    best: str | None
+    time_to_best_s: float | None
+    budget: BudgetReport
+    candidates: CandidateCounts
+    stopped: str
+    trajectory: list[TrajectoryPoint] = []
+    notes: list[str] = []
+    seed: int = 0
+    source_hash: str = ""
+    case_bytes: list[int] = []  # compulsory bytes per case (each tensor once): the roofline's x-axis
+    case_flops: list[int | None] = []  # matmul FLOPs per case, where the kernel multiplies matrices
+    ceilings: dict[str, float] = {}  # the device model's bandwidth (GB/s) and bf16 rate (TFLOP/s)
+
+
+class SearchEvent(msgspec.Struct):
+    """Progress of a running search, for the CLI's progress bar and the editor's progress."""
+
+    kind: str  # "started" | "rung" | "candidate" | "best" | "note" | "finished"
+    fraction: float
+    message: str
+    best_speedup: float | None = None
+    best_id: str | None = None
+    measured: bool = False

@@ -1,0 +1,241 @@
+"""The workspace store: SQLite in `.kernelbrain/kernelbrain.db` (WAL mode).
+
+Holds candidates (every source the search produced, de-duplicated by normalised hash),
+outcomes (how far each got on which device, and why it stopped), measurements (per case,
+measured or estimated), per-device ceilings and the history of searches, so a search can resume
+and results reappear after a restart. A database that is corrupt or from another schema version
+is moved aside with a message and rebuilt: losing a cache must never stop the user.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import threading
+import time
+from pathlib import Path
+from typing import Any, Iterator
+
+import msgspec
+
+SCHEMA_VERSION = 1
+FOLDER = ".kernelbrain"
+FILENAME = "kernelbrain.db"
+
+SCHEMA = """
+CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE candidates (
+    id TEXT NOT NULL,
+    kernel_key TEXT NOT NULL,
+    source TEXT NOT NULL,
+    origin TEXT NOT NULL,
+    parent TEXT,
+    description TEXT NOT NULL DEFAULT '',
+    llm INTEGER NOT NULL DEFAULT 0,
+    created REAL NOT NULL,
+    PRIMARY KEY (kernel_key, id)
+);
+CREATE TABLE outcomes (
+    kernel_key TEXT NOT NULL,
+    candidate_id TEXT NOT NULL,
+    device TEXT NOT NULL,
+    rung TEXT NOT NULL,
+    passed INTEGER NOT NULL,
+    reason TEXT,
+    message TEXT NOT NULL DEFAULT '',
+    details TEXT NOT NULL DEFAULT '{}',
+    created REAL NOT NULL,
+    PRIMARY KEY (kernel_key, candidate_id, device, rung)
+);
+CREATE TABLE measurements (
+    kernel_key TEXT NOT NULL,
+    candidate_id TEXT NOT NULL,
+    device TEXT NOT NULL,
+    case_label TEXT NOT NULL,
+    measured INTEGER NOT NULL,
+    baseline REAL,
+    value REAL NOT NULL,
+    speedup REAL,
+    details TEXT NOT NULL DEFAULT '{}',
+    created REAL NOT NULL,
+    PRIMARY KEY (kernel_key, candidate_id, device, case_label, measured)
+);
+CREATE TABLE ceilings (
+    device_key TEXT PRIMARY KEY,
+    copy_gbps REAL NOT NULL,
+    bf16_tflops REAL NOT NULL,
+    measured_at TEXT NOT NULL
+);
+CREATE TABLE searches (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    kernel_key TEXT NOT NULL,
+    file TEXT NOT NULL,
+    kernel TEXT NOT NULL,
+    device TEXT NOT NULL,
+    started REAL NOT NULL,
+    finished REAL,
+    status TEXT NOT NULL,
+    result TEXT
+);
+CREATE INDEX outcomes_by_kernel ON outcomes (kernel_key, device);
+CREATE INDEX searches_by_file ON searches (file, kernel);
+"""
+
+
+class StoreNotice(msgspec.Struct):
+    """What happened to an unusable database (shown once to the user)."""
+
+    message: str
+    moved_to: str
+
+
+def kernel_key(file: str, kernel: str, source_hash: str) -> str:
+    """Results belong to one kernel of one file at one version of its source."""
+    return f"{file}::{kernel}@{source_hash}"
+
+
+class Store:
+    def __init__(self, root: str | Path):
+        self.folder = Path(root) / FOLDER
+        self.path = self.folder / FILENAME
+        self.notice: StoreNotice | None = None
+        self._lock = threading.RLock()
+        self.folder.mkdir(parents=True, exist_ok=True)
+        self._conn = self._open()
+
+    # -- lifecycle ---------------------------------------------------------------------------
+    def _open(self) -> sqlite3.Connection:
+        try:
+            conn = self._connect()
+            version = self._version(conn)
+            if version is None:
+                self._create(conn)
+            elif version != SCHEMA_VERSION:
+                conn.close()
+                return self._rebuild(f"it has schema version {version}, this KernelBrain uses {SCHEMA_VERSION}")
+            else:
+                conn.execute("PRAGMA quick_check").fetchone()
+            return conn
+        except sqlite3.DatabaseError as exc:
+            return self._rebuild(f"it is not a usable SQLite database ({exc})")
+
+    def _connect(self) -> sqlite3.Connection:
+        conn = sqlite3.connect(self.path, timeout=10, check_same_thread=False, isolation_level=None)
+        conn.execute("PRAGMA journal_mode=WAL")
+        conn.execute("PRAGMA synchronous=NORMAL")
+        return conn
+
+    @staticmethod
+    def _version(conn: sqlite3.Connection) -> int | None:
+        has_meta = conn.execute("SELECT name FROM sqlite_master WHERE type='table' AND name='meta'").fetchone()
+        if not has_meta:
+            tables = conn.execute("SELECT count(*) FROM sqlite_master WHERE type='table'").fetchone()[0]
+            if tables:
+                raise sqlite3.DatabaseError("tables from another program and no KernelBrain schema")
+            return None
+        row = conn.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
+        return int(row[0]) if row else -1
+
+    @staticmethod
+    def _create(conn: sqlite3.Connection) -> None:
+        conn.executescript(SCHEMA)
+        conn.execute("INSERT INTO meta VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
+
+    def _rebuild(self, why: str) -> sqlite3.Connection:
+        stamp = time.strftime("%Y%m%d-%H%M%S")
+        aside = self.path.with_name(f"{FILENAME}.unusable-{stamp}")
+        for suffix in ("", "-wal", "-shm"):
+            p = Path(str(self.path) + suffix)
+            if p.exists():
+                p.replace(Path(str(aside) + suffix))
+        self.notice = StoreNotice(f"KernelBrain moved its results database aside because {why}; "
+                                  f"a new one was started (old file: {aside.name})", str(aside))
+        conn = self._connect()
+        self._create(conn)
+        return conn
+
+    def close(self) -> None:
+        with self._lock:
+            self._conn.close()
+
+    def _exec(self, sql: str, args: tuple = ()) -> sqlite3.Cursor:
+        with self._lock:
+            return self._conn.execute(sql, args)
+
+    # -- candidates and outcomes ---------------------------------------------------------------
+    def add_candidate(self, key: str, cid: str, source: str, origin: str, parent: str | None,
+                      description: str, llm: bool) -> None:
+        self._exec("INSERT OR IGNORE INTO candidates VALUES (?,?,?,?,?,?,?,?)",
+                   (cid, key, source, origin, parent, description, int(llm), time.time()))
+
+    def candidate(self, key: str, cid: str) -> dict | None:
+        row = self._exec("SELECT id, source, origin, parent, description, llm FROM candidates "
+                         "WHERE kernel_key=? AND id=?", (key, cid)).fetchone()
+        if row is None:
+            return None
+        return dict(zip(("id", "source", "origin", "parent", "description", "llm"), row))
+
+    def record_outcome(self, key: str, cid: str, device: str, rung: str, passed: bool, reason: str | None,
+                       message: str, details: Any = None) -> None:
+        self._exec("INSERT OR REPLACE INTO outcomes VALUES (?,?,?,?,?,?,?,?,?)",
+                   (key, cid, device, rung, int(passed), reason, message, _dumps(details), time.time()))
+
+    def outcomes(self, key: str, device: str) -> dict[str, dict[str, dict]]:
+        """candidate id -> rung -> {passed, reason, message, details}."""
+        out: dict[str, dict[str, dict]] = {}
+        for cid, rung, passed, reason, message, details in self._exec(
+                "SELECT candidate_id, rung, passed, reason, message, details FROM outcomes "
+                "WHERE kernel_key=? AND device=?", (key, device)):
+            out.setdefault(cid, {})[rung] = {"passed": bool(passed), "reason": reason, "message": message,
+                                            "details": json.loads(details)}
+        return out
+
+    def record_measurement(self, key: str, cid: str, device: str, case: str, measured: bool,
+                           baseline: float | None, value: float, speedup: float | None, details: Any = None) -> None:
+        self._exec("INSERT OR REPLACE INTO measurements VALUES (?,?,?,?,?,?,?,?,?,?)",
+                   (key, cid, device, case, int(measured), baseline, value, speedup, _dumps(details), time.time()))
+
+    def measurements(self, key: str, cid: str, device: str) -> list[dict]:
+        cols = ("case_label", "measured", "baseline", "value", "speedup", "details")
+        return [dict(zip(cols, r)) | {"details": json.loads(r[5]), "measured": bool(r[1])} for r in self._exec(
+            f"SELECT {', '.join(cols)} FROM measurements WHERE kernel_key=? AND candidate_id=? AND device=? "
+            "ORDER BY rowid", (key, cid, device))]
+
+    # -- ceilings ------------------------------------------------------------------------------
+    def save_ceilings(self, device_key: str, copy_gbps: float, bf16_tflops: float, measured_at: str) -> None:
+        self._exec("INSERT OR REPLACE INTO ceilings VALUES (?,?,?,?)", (device_key, copy_gbps, bf16_tflops, measured_at))
+
+    def ceilings(self, device_key: str) -> dict | None:
+        row = self._exec("SELECT copy_gbps, bf16_tflops, measured_at FROM ceilings WHERE device_key=?",
+                         (device_key,)).fetchone()
+        return dict(zip(("copy_gbps", "bf16_tflops", "measured_at"), row)) if row else None
+
+    # -- search history --------------------------------------------------------------------------
+    def start_search(self, key: str, file: str, kernel: str, device: str) -> int:
+        cur = self._exec("INSERT INTO searches (kernel_key, file, kernel, device, started, status) VALUES (?,?,?,?,?,?)",
+                         (key, file, kernel, device, time.time(), "running"))
+        return int(cur.lastrowid)
+
+    def finish_search(self, search_id: int, status: str, result: Any) -> None:
+        self._exec("UPDATE searches SET finished=?, status=?, result=? WHERE id=?",
+                   (time.time(), status, _dumps(result), search_id))
+
+    def searches(self, file: str | None = None, kernel: str | None = None) -> Iterator[dict]:
+        sql = "SELECT id, kernel_key, file, kernel, device, started, finished, status, result FROM searches"
+        args: tuple = ()
+        if file is not None:
+            sql += " WHERE file=?" + (" AND kernel=?" if kernel else "")
+            args = (file, kernel) if kernel else (file,)
+        cols = ("id", "kernel_key", "file", "kernel", "device", "started", "finished", "status", "result")
+        for row in self._exec(sql + " ORDER BY id", args):
+            rec = dict(zip(cols, row))
+            rec["result"] = json.loads(rec["result"]) if rec["result"] else None
+            yield rec
+
+    def latest_result(self, file: str, kernel: str) -> dict | None:
+        done = [s for s in self.searches(file, kernel) if s["status"] in ("finished", "cancelled") and s["result"]]
+        return done[-1] if done else None
+
+
+def _dumps(value: Any) -> str:
+    return msgspec.json.encode(value if value is not None else {}).decode()

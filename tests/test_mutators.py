@@ -1,0 +1,162 @@
+"""Every mutator: its output is a verified variant on a bundled example, and its preconditions
+refuse where the rewrite would be wrong."""
+
+from __future__ import annotations
+
+import ast
+import textwrap
+
+import pytest
+
+from kernelbrain.engine.evaluate.pool import WorkerPool
+from kernelbrain.engine.evaluate.verify import verify
+from kernelbrain.engine.mutate import MutationContext, load_mutators
+from kernelbrain.engine.mutate.edits import Edits
+from kernelbrain.engine.task import find_task
+from kernelbrain.engine.task.spec import Task
+
+from .conftest import EXAMPLES
+
+MUTATORS = load_mutators()
+
+# mutator -> the example it must produce a verified variant on
+SHOWCASE = {
+    "config": "gelu",
+    "launcher-cleanup": "matmul",
+    "single-pass": "rmsnorm",
+    "online-softmax": "cross_entropy",
+    "grouped-order": "matmul",
+    "hints": "softmax",
+    "autotune": "gelu",
+    "int64-offsets": "softmax",
+}
+
+
+def example(op: str) -> tuple[Task, str]:
+    task = find_task(EXAMPLES / "ops" / f"{op}.py", f"{op}_kernel")
+    return task, open(task.file).read()
+
+
+def propose(name: str, task: Task, source: str):
+    return list(MUTATORS[name].propose(MutationContext(task, source)))
+
+
+def test_every_mutator_has_a_showcase():
+    assert set(SHOWCASE) == set(MUTATORS)
+
+
+@pytest.fixture(scope="module")
+def pool():
+    with WorkerPool() as p:
+        yield p
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", sorted(SHOWCASE))
+def test_mutator_output_is_a_verified_variant(pool, name):
+    task, source = example(SHOWCASE[name])
+    proposals = propose(name, task, source)
+    assert proposals, f"{name} proposed nothing on {SHOWCASE[name]}"
+    p = proposals[0]
+    assert p.source != source and p.origin == name and len(p.description) > 20
+    report = verify(pool, task, p.source, "cpu")
+    assert report.accepted, f"{name}: {report.stage}/{report.reason}: {report.message}"
+
+
+def test_config_ties_grid_literals_and_leaves_input_sized_tiles(tmp_path):
+    task, source = example("gelu")
+    p = next(m for m in propose("config", task, source) if m.knobs.get("BLOCK") == 1024)
+    assert "triton.cdiv(n, 1024)" in p.source and "BLOCK=1024" in p.source
+    single = propose("single-pass", *example("softmax"))[0]
+    task_s, _ = example("softmax")
+    for m in propose("config", task_s, single.source):
+        assert "BLOCK_SIZE" not in m.knobs  # the row-sized tile is not a free knob
+        assert "row_block if one_pass" in m.source
+
+
+def test_launcher_cleanup_keeps_zeros_that_atomics_need():
+    assert propose("launcher-cleanup", *example("col_sum")) == []
+    p = propose("launcher-cleanup", *example("gelu"))[0]
+    assert "torch.empty_like(x)" in p.source and "zeros_like" not in p.source
+
+
+def test_single_pass_refuses_single_loop_and_loop_free_kernels():
+    assert propose("single-pass", *example("gelu")) == []
+    assert propose("single-pass", *example("col_sum")) == []
+    p = propose("single-pass", *example("softmax"))[0]
+    assert "ONE_PASS: tl.constexpr=False" in p.source and "<= 16384" in p.source
+    tree = ast.parse(p.source)
+    kernel = next(n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == "softmax_kernel")
+    one_pass = kernel.body[0].body
+    loads = [n for n in ast.walk(ast.Module(body=one_pass, type_ignores=[])) if isinstance(n, ast.Call)
+             and ast.unparse(n.func) == "tl.load"]
+    assert len(loads) == 1  # the row is read once
+
+
+def test_online_softmax_refuses_other_reductions():
+    assert propose("online-softmax", *example("rmsnorm")) == []
+    task, source = example("softmax")
+    uses_max_between = source.replace("    d = tl.zeros([BLOCK_SIZE], tl.float32)\n",
+                                      "    d = tl.zeros([BLOCK_SIZE], tl.float32) + row_max * 0\n")
+    assert propose("online-softmax", task, uses_max_between) == []
+    p = propose("online-softmax", task, source)[0]
+    assert p.source.count("for start in range(0, n_cols, BLOCK_SIZE)") == 2  # three passes became two
+
+
+def test_grouped_order_only_for_ungrouped_matmul():
+    assert propose("grouped-order", *example("softmax")) == []
+    task, source = example("matmul")
+    p = propose("grouped-order", task, source)[0]
+    assert "GROUP_M" in p.source and "triton.cdiv(M, 64) * triton.cdiv(N, 64)," in p.source
+    assert propose("grouped-order", task, p.source) == []  # already grouped
+
+
+def test_hints_only_where_offsets_are_block_aligned():
+    src = textwrap.dedent('''
+        import torch, triton
+        import triton.language as tl
+
+        @triton.jit
+        def k(x_ptr, idx_ptr, n, BLOCK: tl.constexpr):
+            start = tl.load(idx_ptr)
+            offs = start + tl.arange(0, BLOCK)
+            tl.store(x_ptr + offs, 1.0, mask=offs < n)
+
+        def run(x, idx):
+            k[(1,)](x, idx, x.numel(), BLOCK=1024)
+    ''')
+    task = Task("config", "/tmp/k.py", "k", "run", "/tmp/k.py", "run", "/tmp/k.py:run")
+    assert propose("hints", task, src) == []  # a loaded start need not be a multiple of the block
+    task_g, gelu = example("gelu")
+    p = propose("hints", task_g, gelu)[0]
+    assert "tl.multiple_of(pid * BLOCK + tl.arange(0, BLOCK), BLOCK)" in p.source
+    assert propose("hints", task_g, p.source) == []
+
+
+def test_autotune_refuses_atomics_and_input_sized_tiles():
+    assert propose("autotune", *example("col_sum")) == []
+    task, source = example("softmax")
+    single = propose("single-pass", task, source)[0]
+    assert propose("autotune", task, single.source) == []
+    task_g, gelu = example("gelu")
+    p = propose("autotune", task_g, gelu)[0]
+    assert "@triton.autotune(" in p.source and "lambda META: (triton.cdiv(n, META[\"BLOCK\"]),)" in p.source
+    assert "BLOCK=64" not in p.source.split("def gelu(")[1]
+
+
+def test_int64_offsets_only_where_kb104_applies():
+    task, source = example("softmax")
+    p = propose("int64-offsets", task, source)[0]
+    assert "row = tl.program_id(0).to(tl.int64)" in p.source
+    assert propose("int64-offsets", task, p.source) == []
+    assert propose("int64-offsets", *example("gelu")) == []
+
+
+def test_edits_keywords_and_trailing_commas():
+    src = "f(\n    a,\n    b=1,\n)\ng(x)\n"
+    tree = ast.parse(src)
+    f, g = (s.value for s in tree.body)
+    out = Edits(src).add_keyword(f, "c", "2").add_keyword(f, "d", "3").add_keyword(g, "y", "4").apply()
+    assert ast.dump(ast.parse(out)) == ast.dump(ast.parse("f(a, b=1, c=2, d=3)\ng(x, y=4)\n"))
+    out = Edits(src).remove_keyword(f, "b").apply()
+    assert ast.dump(ast.parse(out)) == ast.dump(ast.parse("f(a)\ng(x)\n"))

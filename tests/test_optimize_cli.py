@@ -1,0 +1,84 @@
+"""`kernelbrain optimize` on every bundled example, on the CPU (issue acceptance): it finishes;
+the multi-pass and small-tile examples get a verified variant whose diff applies cleanly and
+whose written file passes the harness again."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from kernelbrain.engine.evaluate.pool import WorkerPool
+from kernelbrain.engine.evaluate.verify import run_harness
+from kernelbrain.engine.task import find_task
+
+from .conftest import EXAMPLES
+
+NEEDS_VARIANT = {"gelu", "softmax", "rmsnorm", "cross_entropy"}  # small tile; multi-pass
+ALL = ["gelu", "softmax", "rmsnorm", "col_sum", "cross_entropy", "matmul"]
+
+
+@pytest.fixture(scope="module")
+def workspace(tmp_path_factory) -> Path:
+    ws = tmp_path_factory.mktemp("optimize") / "ws"
+    shutil.copytree(EXAMPLES, ws, ignore=shutil.ignore_patterns(".kernelbrain", "__pycache__"))
+    subprocess.run(["git", "init", "-q"], cwd=ws, check=True)
+    return ws
+
+
+def optimize(ws: Path, op: str, *extra: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "kernelbrain.engine.cli", "optimize", f"ops/{op}.py::{op}_kernel", "--device", "cpu",
+         "--budget", "40s", "--max-candidates", "14", "--json", *extra],
+        capture_output=True, text=True, cwd=ws, timeout=400)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("op", ALL)
+def test_optimize_example(workspace, op, tmp_path):
+    report = tmp_path / "report.html"
+    proc = optimize(workspace, op, "--report", str(report))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    out = json.loads(proc.stdout)
+    for key in ("kernel", "file", "device", "baseline", "variants", "budget", "candidates"):
+        assert key in out
+    assert out["kernel"] == f"{op}_kernel" and out["device"] == "cpu" and out["measured"] is False
+    assert len(out["baseline"]) == 3 and out["budget"]["spent"]["candidates"] <= 15
+    assert set(out["budget"]["limits"]) >= {"wall_s", "max_candidates", "llm_tokens"}
+    assert out["candidates"]["per_stage"] and out["candidates"]["per_outcome"]
+    html = report.read_text()
+    assert html.count("<svg") == 3 and f"{op}_kernel" in html
+    for v in out["variants"]:
+        assert v["measured"] is False and v["verified"] and v["diff"].startswith(f"--- a/ops/{op}.py")
+        assert {"id", "speedup", "per_case", "explanation"} <= set(v)
+        assert "estimated" in v["explanation"]
+    if op not in NEEDS_VARIANT:
+        return
+    assert out["variants"], f"no verified variant for {op}: {out['candidates']}"
+    best = out["variants"][0]
+    assert best["speedup"] > 1.0
+    # The diff applies cleanly to the original, and the written file passes the harness again.
+    patch = tmp_path / "best.patch"
+    patch.write_text(best["diff"])
+    check = subprocess.run(["git", "apply", "--check", str(patch)], cwd=workspace, capture_output=True, text=True)
+    assert check.returncode == 0, check.stderr
+    subprocess.run(["git", "apply", str(patch)], cwd=workspace, check=True)
+    try:
+        with WorkerPool() as pool:
+            result = run_harness(pool, find_task(workspace / "ops" / f"{op}.py", f"{op}_kernel"), None, "cpu")
+        assert result.accepted, result.message
+    finally:
+        subprocess.run(["git", "apply", "-R", str(patch)], cwd=workspace, check=True)
+
+
+def test_optimize_usage_errors(tmp_path):
+    r = subprocess.run([sys.executable, "-m", "kernelbrain.engine.cli", "optimize", str(EXAMPLES / "ops" / "gelu.py"),
+                        "--budget", "soon"], capture_output=True, text=True)
+    assert r.returncode == 2 and "not a duration" in r.stderr
+    r = subprocess.run([sys.executable, "-m", "kernelbrain.engine.cli", "optimize", str(EXAMPLES / "ops" / "gelu.py"),
+                        "--llm"], capture_output=True, text=True)
+    assert r.returncode == 2 and "LLM" in r.stderr

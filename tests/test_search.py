@@ -1,0 +1,103 @@
+"""The search on the CPU: determinism, resuming from the store, cancellation, budgets, dispatch."""
+
+from __future__ import annotations
+
+import shutil
+import threading
+from pathlib import Path
+
+import pytest
+
+from kernelbrain.engine.evaluate.messages import ArgSpec, CaseLaunches
+from kernelbrain.engine.evaluate.pool import WorkerPool
+from kernelbrain.engine.evaluate.verify import verify
+from kernelbrain.engine.mutate import MutationContext, load_mutators
+from kernelbrain.engine.search import Budget, Search, parse_duration
+from kernelbrain.engine.search import dispatch
+from kernelbrain.engine.store import Store
+from kernelbrain.engine.task import find_task
+
+from .conftest import EXAMPLES
+
+
+@pytest.fixture(scope="module")
+def pool():
+    with WorkerPool() as p:
+        yield p
+
+
+def workspace(tmp_path: Path) -> Path:
+    shutil.copytree(EXAMPLES, tmp_path / "ws", ignore=shutil.ignore_patterns(".kernelbrain", "__pycache__"))
+    return tmp_path / "ws"
+
+
+def run(pool, ws: Path, op: str, candidates: int, seed: int = 0, **kw):
+    task = find_task(ws / "ops" / f"{op}.py", f"{op}_kernel")
+    search = Search(task, device="cpu", budget=Budget(wall_s=600, max_candidates=candidates), store=Store(ws),
+                    pool=pool, seed=seed, compile_workers=2, **kw)
+    return search.run()
+
+
+def test_parse_duration():
+    assert parse_duration("90s") == 90 and parse_duration("5m") == 300 and parse_duration("1h30m") == 5400
+    assert parse_duration("2m30s") == 150 and parse_duration("45") == 45
+    for bad in ("", "soon", "-5m", "0s"):
+        with pytest.raises(ValueError):
+            parse_duration(bad)
+
+
+@pytest.mark.slow
+def test_same_seed_same_result_and_resume(pool, tmp_path):
+    a = run(pool, workspace(tmp_path / "a"), "gelu", 8)
+    b = run(pool, workspace(tmp_path / "b"), "gelu", 8)
+    assert a.variants, a.candidates
+    assert [(v.id, round(v.speedup, 6)) for v in a.variants] == [(v.id, round(v.speedup, 6)) for v in b.variants]
+    assert a.best == b.best and a.measured is False and all(not v.measured for v in a.variants)
+    assert a.candidates.per_stage == b.candidates.per_stage
+    # Resume: the same workspace again finds the verified variants in the store and goes on from them.
+    ws = tmp_path / "a" / "ws"
+    again = run(pool, ws, "gelu", 8)
+    assert any("resumed" in n for n in again.notes)
+    assert {v.id for v in a.variants} <= {v.id for v in again.variants}
+    assert not {v.id for v in a.variants} & {p.candidate for p in again.trajectory}  # not evaluated twice
+    assert again.best is not None
+
+
+def test_cancel_stops_promptly_and_keeps_what_was_verified(pool, tmp_path):
+    cancel = threading.Event()
+    events = []
+
+    def on_event(e):
+        events.append(e)
+        if e.kind == "candidate":
+            cancel.set()  # stop after the first verified variant
+
+    result = run(pool, workspace(tmp_path), "gelu", 40, on_event=on_event, cancel=cancel)
+    assert result.stopped == "cancelled"
+    assert len(result.variants) >= 1
+    assert events[0].kind == "started" and events[-1].kind == "finished"
+    store = Store(tmp_path / "ws")
+    assert store.latest_result(result.file, result.kernel)["status"] == "cancelled"
+
+
+def test_candidate_budget_is_respected(pool, tmp_path):
+    result = run(pool, workspace(tmp_path), "softmax", 3)
+    assert result.budget.spent.candidates <= 3 + 1  # +1: a dispatching variant may be verified at the end
+    assert result.stopped.startswith("budget: candidates")
+
+
+def test_dispatch_variant_is_correct_on_both_sides(pool):
+    task = find_task(EXAMPLES / "ops" / "softmax.py", "softmax_kernel")
+    source = open(task.file).read()
+    muts = load_mutators()
+    a = next(m for m in muts["config"].propose(MutationContext(task, source)) if m.knobs.get("num_warps") == 8)
+    b = muts["single-pass"].propose(MutationContext(task, source)).__next__()
+    cases = [CaseLaunches(str(s), [], entry_args=[ArgSpec("arg0", "ptr", shape=list(s), numel=s[0] * s[1])])
+             for s in [(5, 33), (3, 1500)]]
+    split = dispatch.find_split(cases, [False, True], ["x"])
+    assert split is not None and split.expr == "{0}.shape[1]" and split.threshold == 33
+    merged = dispatch.build(a.source, b.source, task.kernel, task.entry, split)
+    assert "def softmax_bucket(" in merged and "def softmax_kernel_bucket(" in merged
+    assert "if x.shape[1] > 33:" in merged
+    report = verify(pool, task, merged, "cpu")
+    assert report.accepted, report.message

@@ -1,0 +1,62 @@
+"""The SQLite store: round trips, WAL mode, and corrupt or foreign databases moved aside."""
+
+from __future__ import annotations
+
+import sqlite3
+
+from kernelbrain.engine.store import SCHEMA_VERSION, Store, kernel_key
+
+
+def test_round_trip_and_wal(tmp_path):
+    s = Store(tmp_path)
+    key = kernel_key("ops/a.py", "k", "abc")
+    s.add_candidate(key, "c1", "src", "config", None, "BLOCK=1024", False)
+    s.add_candidate(key, "c1", "other", "config", None, "dup", False)  # de-duplicated by id
+    assert s.candidate(key, "c1")["source"] == "src"
+    s.record_outcome(key, "c1", "cpu", "smoke", True, None, "ok", {"cases": 2})
+    s.record_outcome(key, "c1", "cpu", "full", False, "mismatch", "bad", None)
+    assert s.outcomes(key, "cpu")["c1"]["full"] == {"passed": False, "reason": "mismatch", "message": "bad", "details": {}}
+    s.record_measurement(key, "c1", "cuda:0", "case 0", True, 1.0, 0.5, 2.0, {"p": 0.001})
+    assert s.measurements(key, "c1", "cuda:0")[0]["speedup"] == 2.0
+    sid = s.start_search(key, "ops/a.py", "k", "cpu")
+    s.finish_search(sid, "finished", {"best": "c1"})
+    assert s.latest_result("ops/a.py", "k")["result"] == {"best": "c1"}
+    s.save_ceilings("H200", 4246.0, 687.0, "2026-11-29")
+    assert s.ceilings("H200")["copy_gbps"] == 4246.0
+    mode = s._conn.execute("PRAGMA journal_mode").fetchone()[0]
+    assert mode == "wal" and s.notice is None
+    s.close()
+    reopened = Store(tmp_path)
+    assert reopened.candidate(key, "c1") is not None and reopened.notice is None
+
+
+def test_corrupt_database_is_moved_aside_and_rebuilt(tmp_path):
+    folder = tmp_path / ".kernelbrain"
+    folder.mkdir()
+    (folder / "kernelbrain.db").write_bytes(b"this is not sqlite at all" * 100)
+    s = Store(tmp_path)
+    assert s.notice is not None and "moved its results database aside" in s.notice.message
+    assert (folder / s.notice.moved_to.split("/")[-1]).exists()
+    s.add_candidate("k", "c", "src", "o", None, "", False)  # usable again
+    assert s.candidate("k", "c")["source"] == "src"
+
+
+def test_foreign_schema_version_is_moved_aside(tmp_path):
+    s = Store(tmp_path)
+    s._conn.execute("UPDATE meta SET value=? WHERE key='schema_version'", (str(SCHEMA_VERSION + 7),))
+    s.close()
+    again = Store(tmp_path)
+    assert again.notice is not None and f"schema version {SCHEMA_VERSION + 7}" in again.notice.message
+
+
+def test_database_of_another_program_is_not_touched_in_place(tmp_path):
+    folder = tmp_path / ".kernelbrain"
+    folder.mkdir()
+    other = sqlite3.connect(folder / "kernelbrain.db")
+    other.execute("CREATE TABLE users (name TEXT)")
+    other.commit()
+    other.close()
+    s = Store(tmp_path)
+    assert s.notice is not None
+    moved = sqlite3.connect(s.notice.moved_to)
+    assert moved.execute("SELECT name FROM sqlite_master").fetchone()[0] == "users"
