@@ -15,6 +15,7 @@ python3 -m pip install -q --no-deps --no-build-isolation -e . >"$OUT/install.log
 for step in "$@"; do
   case "$step" in
     tests) timeout 400 python3 -m pytest -m gpu tests/gpu -q -p no:cacheprovider ${KB_PYTEST_K:+-k "$KB_PYTEST_K"} 2>&1 | tee "$OUT/pytest-gpu.log" | tail -25 ;;
+    search) timeout 560 python3 bench/gpu_search.py --out "$OUT" ${KB_SEARCH_ARGS:-} 2>&1 | tee "$OUT/gpu_search.log" ;;
     verify) timeout 400 python3 bench/gpu_verify.py --out "$OUT/gpu_verify.json" ${KB_VERIFY_ARGS:-} 2>&1 | tee "$OUT/gpu_verify.log" ;;
     *) echo "unknown step $step" ;;
   esac

@@ -108,7 +108,7 @@ class Search:
     def __init__(self, task: Task, *, device: str, budget: Budget, store: Store, pool: WorkerPool, seed: int = 0,
                  mutators: list[str] | None = None, on_event: Callable[[SearchEvent], None] | None = None,
                  cancel: threading.Event | None = None, compile_workers: int | None = None,
-                 device_model: DeviceModel | None = None):
+                 device_model: DeviceModel | None = None, exhaustive: bool = False):
         self.task = task
         self.device = device
         self.gpu = is_gpu(device)
@@ -122,6 +122,9 @@ class Search:
         n = compile_workers or max(1, min(4, os.cpu_count() or 2))
         self.compile_devices = [f"compile:{i}" for i in range(n)]
         self.dev = device_model or DeviceModel()
+        # exhaustive: every admitted candidate at full fidelity (no halving, no quick timing); used to
+        # measure what the coarse-to-fine ladder saves
+        self.exhaustive = exhaustive
         self.original = Path(task.file).read_text(encoding="utf-8")
         self.key = kernel_key(task.file, task.kernel, source_hash(self.original))
         self.nodes: dict[str, Node] = {}
@@ -263,7 +266,10 @@ class Search:
     # -- baseline -----------------------------------------------------------------------------
     def _baseline(self) -> None:
         self._emit("rung", "checking the original against its harness")
+        t0 = time.monotonic()
         result = run_harness(self.pool, self.task, None, self.device, self.seed)
+        if self.gpu:
+            self.meter.spent.gpu_s += time.monotonic() - t0
         if not result.accepted:
             raise SearchError(f"the original kernel fails its own harness ({result.stage}: {result.reason}): "
                               f"{result.message}")
@@ -404,7 +410,7 @@ class Search:
                 node.estimate_us = self._estimate(node)
                 ranked.append(node)
         ranked.sort(key=lambda n: (-(self._estimated_speedup(n) or 0.0), n.id))
-        keep = max(MIN_KEEP, math.ceil(len(ranked) * KEEP_AFTER_ESTIMATE))
+        keep = len(ranked) if self.exhaustive else max(MIN_KEEP, math.ceil(len(ranked) * KEEP_AFTER_ESTIMATE))
         # Successive halving by estimate, but the best of every mutator survives: a structural
         # rewrite that is modest alone (dropping a zero-fill) composes with the others later.
         survivors = ranked[:keep]
@@ -431,7 +437,7 @@ class Search:
                 continue
             smoked.append(node)
         # rung: quick timing on the largest case (GPU)
-        if self.gpu and smoked:
+        if self.gpu and smoked and not self.exhaustive:
             largest = max(range(len(self.baseline_us)), key=lambda i: self.baseline_us[i])
             timed = []
             for node in smoked:
@@ -543,7 +549,7 @@ class Search:
                        compiled_changes(before, after))
         stages = [s.name for s in node.harness.stages if s.passed] if node.harness else list(m.STAGES)
         return Variant(node.id, node.origin, node.description, speedup, per_case, stages, node.timing is not None,
-                       diff, text, node.parent, node.llm, node.dispatch, node.source)
+                       diff, text, node.parent, node.llm, node.dispatch, node.source, self._estimated_speedup(node))
 
     def _final_ab(self) -> None:
         if not self.gpu or self.best_id is None or self._stopped() == "cancelled":

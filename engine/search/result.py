@@ -30,6 +30,7 @@ class Variant(msgspec.Struct):
     llm: bool = False
     dispatch: bool = False  # chooses between variants per shape bucket
     source: str = ""
+    estimated_speedup: float | None = None  # the static cost model's figure (also on a GPU)
 
 
 class BaselineCase(msgspec.Struct):

@@ -1,0 +1,163 @@
+"""GPU figures for the search (issue "Budget-aware coarse-to-fine search"), for BENCHMARKS.md.
+
+    python bench/gpu_search.py --out DIR [--budget 60] [--ops gelu,softmax,...] [--ladder-vs-full softmax]
+
+For each example: `optimize` on the GPU with the offline mutators; the best variant's per-case
+time, achieved bandwidth (or TFLOP/s) against the measured ceilings, time-to-best, and the
+torch.compile baseline of the reference on the same cases (cuBLAS for the matmul); the Spearman
+rank correlation between the CPU cost model's estimates and the measured speedups of the
+variants. With --ladder-vs-full, the same candidates are searched once with the ladder and once
+at full fidelity, and the GPU time of both is compared.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import sys
+import tempfile
+import time
+import traceback
+from pathlib import Path
+
+import msgspec
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from kernelbrain.engine.evaluate.ceilings import CeilingCache  # noqa: E402
+from kernelbrain.engine.evaluate.pool import WorkerPool  # noqa: E402
+from kernelbrain.engine.evaluate.stats import spearman  # noqa: E402
+from kernelbrain.engine.search import Budget, Search  # noqa: E402
+from kernelbrain.engine.search.cost_model import DeviceModel  # noqa: E402
+from kernelbrain.engine.store import Store  # noqa: E402
+from kernelbrain.engine.task import find_task  # noqa: E402
+
+OPS = ["gelu", "softmax", "rmsnorm", "col_sum", "cross_entropy", "matmul"]
+
+
+def workspace() -> Path:
+    ws = Path(tempfile.mkdtemp(prefix="kb-gpu-")) / "ws"
+    shutil.copytree(ROOT / "examples", ws, ignore=shutil.ignore_patterns(".kernelbrain", "__pycache__"))
+    return ws
+
+
+def torch_baselines(op: str, rep_ms: float = 200.0) -> dict:
+    """torch.compile (default mode) of the reference, and cuBLAS for matmul, on the same cases."""
+    import importlib.util
+
+    import torch
+
+    from kernelbrain.engine.evaluate.timing import measure
+
+    spec = importlib.util.spec_from_file_location(f"ref_{op}", ROOT / "examples" / "ops" / f"{op}.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    torch.manual_seed(0)
+    cases = getattr(mod, f"{op}_inputs")("cuda")
+    ref = getattr(mod, f"{op}_ref")
+    compiled = torch.compile(ref)
+    out = {"compile_us": [], "eager_us": []}
+    for args in cases:
+        (c,), _ = measure([lambda: compiled(*args)], rep_ms, captures=1)
+        (e,), _ = measure([lambda: ref(*args)], rep_ms, captures=1)
+        out["compile_us"].append(sorted(c[0])[len(c[0]) // 2] * 1000)
+        out["eager_us"].append(sorted(e[0])[len(e[0]) // 2] * 1000)
+    if op == "matmul":
+        out["cublas_us"] = []
+        for a, b in cases:
+            (t,), _ = measure([lambda: a @ b], rep_ms, captures=1)
+            out["cublas_us"].append(sorted(t[0])[len(t[0]) // 2] * 1000)
+    del cases
+    torch.cuda.empty_cache()
+    return out
+
+
+def summarize(op: str, result, ceilings, torch_times: dict) -> dict:
+    best = next((v for v in result.variants if v.id == result.best), None)
+    row = {"op": op, "best": result.best, "time_to_best_s": result.time_to_best_s, "stopped": result.stopped,
+           "spent": msgspec.to_builtins(result.budget.spent), "candidates": msgspec.to_builtins(result.candidates),
+           "baseline_us": [b.time_us for b in result.baseline], "torch": torch_times, "cases": []}
+    for i, base in enumerate(result.baseline):
+        us = best.per_case[i].value_us if best and i < len(best.per_case) else base.time_us
+        nbytes = result.case_bytes[i] if i < len(result.case_bytes) else 0
+        flops = result.case_flops[i] if i < len(result.case_flops) else None
+        case = {"label": base.label, "baseline_us": base.time_us, "best_us": us, "gbps": nbytes / us / 1e3,
+                "frac_copy": nbytes / us / 1e3 / ceilings.copy_gbps,
+                "compile_us": torch_times["compile_us"][i], "vs_compile": torch_times["compile_us"][i] / us}
+        if flops:
+            case["tflops"] = flops / us / 1e6
+            case["frac_cublas"] = torch_times["cublas_us"][i] / us if "cublas_us" in torch_times else None
+        row["cases"].append(case)
+    pairs = [(v.estimated_speedup, v.speedup) for v in result.variants if v.measured and v.estimated_speedup]
+    row["variants"] = [{"id": v.id, "origin": v.origin, "measured": v.speedup, "estimated": v.estimated_speedup,
+                        "per_case": [c.speedup for c in v.per_case]} for v in result.variants]
+    row["spearman"] = spearman([p[0] for p in pairs], [p[1] for p in pairs]) if len(pairs) >= 3 else None
+    row["n_rank_pairs"] = len(pairs)
+    if best:
+        row["best_origin"], row["best_speedup"], row["best_diff"] = best.origin, best.speedup, best.diff
+    return row
+
+
+def search(op: str, budget_s: float, pool, dev, **kw):
+    ws = workspace()
+    task = find_task(ws / "ops" / f"{op}.py", f"{op}_kernel")
+    s = Search(task, device="cuda:0", budget=Budget(wall_s=budget_s, max_candidates=kw.pop("max_candidates", 60)),
+               store=Store(ws), pool=pool, device_model=dev, **kw)
+    return s.run()
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--out", type=Path, required=True)
+    ap.add_argument("--budget", type=float, default=60.0)
+    ap.add_argument("--ops", default=",".join(OPS))
+    ap.add_argument("--ladder-vs-full", default="")
+    ap.add_argument("--full-candidates", type=int, default=16)
+    args = ap.parse_args()
+    args.out.mkdir(parents=True, exist_ok=True)
+    rows = []
+    with WorkerPool() as pool:
+        ce = CeilingCache().get_or_measure(pool, "cuda:0")
+        dev = DeviceModel(bandwidth_gbps=ce.copy_gbps, bf16_tflops=ce.bf16_tflops)
+        print(f"ceilings: copy {ce.copy_gbps:.0f} GB/s, bf16 {ce.bf16_tflops:.0f} TFLOP/s", flush=True)
+        for op in [o for o in args.ops.split(",") if o]:
+            t0 = time.time()
+            try:
+                result = search(op, args.budget, pool, dev)
+                torch_times = torch_baselines(op)
+                row = summarize(op, result, ce, torch_times)
+            except Exception:
+                row = {"op": op, "error": traceback.format_exc()[-3000:]}
+                print(row["error"], flush=True)
+            rows.append(row)
+            (args.out / "search.json").write_text(json.dumps(rows, indent=1))
+            if "cases" in row:
+                print(f"== {op}: best {row.get('best_speedup', 1):.3f}x ({row.get('best_origin', '-')}) "
+                      f"time-to-best {row['time_to_best_s']}s, gpu {row['spent']['gpu_s']:.0f}s, "
+                      f"stopped {row['stopped']}, spearman {row['spearman']} (n={row['n_rank_pairs']}) "
+                      f"[{time.time() - t0:.0f}s]", flush=True)
+                for c in row["cases"]:
+                    extra = f" {c['tflops']:.0f} TFLOP/s, {c['frac_cublas']:.2f}x cuBLAS" if c.get("tflops") else ""
+                    print(f"   {c['label']:42s} {c['baseline_us']:9.1f} -> {c['best_us']:9.1f} us  "
+                          f"{c['gbps']:6.0f} GB/s = {c['frac_copy']:.1%} of copy; torch.compile {c['compile_us']:.1f} us "
+                          f"({c['vs_compile']:.2f}x){extra}", flush=True)
+        for op in [o for o in args.ladder_vs_full.split(",") if o]:
+            ladder = search(op, 600, pool, dev, max_candidates=args.full_candidates)
+            full = search(op, 600, pool, dev, max_candidates=args.full_candidates, exhaustive=True)
+            rec = {"op": op, "ladder_gpu_s": ladder.budget.spent.gpu_s, "full_gpu_s": full.budget.spent.gpu_s,
+                   "ladder_best": ladder.best, "full_best": full.best,
+                   "ladder_best_speedup": next((v.speedup for v in ladder.variants if v.id == ladder.best), None),
+                   "full_best_speedup": next((v.speedup for v in full.variants if v.id == full.best), None),
+                   "ladder_counts": msgspec.to_builtins(ladder.candidates), "full_counts": msgspec.to_builtins(full.candidates)}
+            rows.append({"ladder_vs_full": rec})
+            (args.out / "search.json").write_text(json.dumps(rows, indent=1))
+            print(f"== ladder vs full on {op}: GPU {rec['ladder_gpu_s']:.0f}s vs {rec['full_gpu_s']:.0f}s "
+                  f"({1 - rec['ladder_gpu_s'] / max(rec['full_gpu_s'], 1e-9):.0%} less); best {rec['ladder_best']} "
+                  f"{rec['ladder_best_speedup']} vs {rec['full_best']} {rec['full_best_speedup']}", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
