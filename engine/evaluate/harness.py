@@ -142,7 +142,7 @@ class Harness:
         self.stage_results: list[StageResult] = []
         self.skipped = 0
         self._original_ops: set[str] | None = None
-        self._original_dtypes = None
+        self._original_outputs: dict[tuple, object] = {}  # input dtypes -> the original's output
         self.extra_ops: set[str] = set()
 
     # -- loading ---------------------------------------------------------------------------
@@ -269,14 +269,15 @@ class Harness:
         out = self._call(self.entry, args, "candidate", audit)
         return out, audit.compute_ops
 
-    def original_baseline(self, args) -> None:
-        """The original's PyTorch ops and output dtypes (what a candidate must match)."""
-        if self._original_ops is not None:
-            return
-        audit = AuditMode()
-        out = self._call(self.original_entry, args, "original", audit)
-        self._original_ops = audit.compute_ops
-        self._original_dtypes = out
+    def original_baseline(self, args):
+        """The original's PyTorch ops and its output for inputs of these dtypes (a candidate must
+        return the same dtypes; small and full cases may differ, e.g. fp16 vs bf16)."""
+        key = tuple(str(a.dtype) for a in args if isinstance(a, torch.Tensor))
+        if key not in self._original_outputs:
+            audit = AuditMode()
+            self._original_outputs[key] = self._call(self.original_entry, args, "original", audit)
+            self._original_ops = (self._original_ops or set()) | audit.compute_ops
+        return self._original_outputs[key]
 
     def try_original(self, args):
         try:
@@ -289,8 +290,7 @@ class Harness:
     def check(self, stage: str, label: str, args, scale: float = 1.0, *, only_if_original_ok: bool = False) -> None:
         """Run the candidate on one case; raise HarnessFailure when it is wrong."""
         desc = shapes.describe(args)
-        if self.req.candidate is not None:
-            self.original_baseline(args)
+        original_out = self.original_baseline(args) if self.req.candidate is not None else None
         try:
             expected = self._call(self.reference, args, "reference")
         except HarnessFailure as f:
@@ -310,7 +310,7 @@ class Harness:
             raise HarnessFailure("torch-fallback", f"on {desc}: the candidate computes with PyTorch "
                                                    f"({', '.join(sorted('aten.' + o for o in extra))}) instead of its "
                                                    "Triton kernels")
-        result = compare(out, expected, self.task.rtol, self.task.atol, scale, check_dtype_of=self._original_dtypes)
+        result = compare(out, expected, self.task.rtol, self.task.atol, scale, check_dtype_of=original_out)
         note = ""
         if not result.ok and result.reason == "mismatch" and self.req.candidate is not None:
             # The bar is "no worse than the original": where the original deviates from the

@@ -52,7 +52,7 @@ KEEP_AFTER_QUICK = 0.5  # ... and after quick timing (GPU)
 MIN_KEEP = 3
 STAGNATION_GENERATIONS = 2
 IMPROVEMENT = 0.01  # a new best must beat the old by 1%
-QUICK_REP_MS = 25.0
+QUICK_REP_MS = 10.0  # per case
 # Planning figures (2-core development machine, CPU interpreter): a dry run plus AOT compile of
 # one candidate takes ~2 s per compile worker; smoke + full harness ~4 s on the interpreter.
 DEFAULT_COMPILE_S = 2.5
@@ -139,6 +139,7 @@ class Search:
         self.baseline_facts: dict[int, dict[int, m.CompiledFacts]] = {}
         self.baseline_est: list[float] = []
         self._compile_s_per_candidate: float | None = None
+        self.rung_seconds: dict[str, float] = {}
 
     # -- plumbing ---------------------------------------------------------------------------
     def _t(self) -> float:
@@ -162,6 +163,10 @@ class Search:
 
     def _stage(self, rung: str) -> None:
         self.counts.per_stage[rung] = self.counts.per_stage.get(rung, 0) + 1
+
+    def _timed(self, rung: str, t0: float) -> None:
+        """Wall seconds spent per rung, reported in the result (where does the budget go?)."""
+        self.rung_seconds[rung] = self.rung_seconds.get(rung, 0.0) + time.monotonic() - t0
 
     def _end(self, node: Node, outcome: str, rung: str, reason: str | None = None, message: str = "",
              passed: bool = False, details=None) -> None:
@@ -270,6 +275,7 @@ class Search:
         result = run_harness(self.pool, self.task, None, self.device, self.seed)
         if self.gpu:
             self.meter.spent.gpu_s += time.monotonic() - t0
+        self._timed("baseline", t0)
         if not result.accepted:
             raise SearchError(f"the original kernel fails its own harness ({result.stage}: {result.reason}): "
                               f"{result.message}")
@@ -398,6 +404,7 @@ class Search:
         t0 = time.monotonic()
         self._compile_all(runnable)
         self._compile_s_per_candidate = (time.monotonic() - t0) * len(self.compile_devices) / len(runnable)
+        self._timed("compile", t0)
         ranked = []
         for node in runnable:
             self._stage("compile")
@@ -431,20 +438,25 @@ class Search:
                 node.outcome = "not-run"
                 continue
             self._stage("smoke")
+            t0 = time.monotonic()
             res = self._harness(node, ["smoke"])
+            self._timed("smoke", t0)
             if not res.accepted:
                 self._end(node, "rejected", "smoke", res.reason, res.message)
                 continue
             smoked.append(node)
-        # rung: quick timing on the largest case (GPU)
+        # rung: quick timing, few repetitions on every case (GPU). Every case, because variants are
+        # often shape-dependent: timing only the largest case pruned a single-pass softmax that
+        # wins rows up to 16K and falls back to the loop on the 32K-wide largest case.
         if self.gpu and smoked and not self.exhaustive:
-            largest = max(range(len(self.baseline_us)), key=lambda i: self.baseline_us[i])
             timed = []
             for node in smoked:
                 if self._out_of_time():
                     break
                 self._stage("quick")
-                t = self._time_ab(node, QUICK_REP_MS, [largest], False)
+                t0 = time.monotonic()
+                t = self._time_ab(node, QUICK_REP_MS, None, False)
+                self._timed("quick", t0)
                 if t is not None:
                     node.quick = t.speedup
                     timed.append(node)
@@ -459,14 +471,18 @@ class Search:
                 node.outcome = "not-run"
                 continue
             self._stage("full")
+            t0 = time.monotonic()
             res = self._harness(node, list(m.STAGES))
+            self._timed("full", t0)
             node.harness = res
             if not res.accepted:
                 self._end(node, "rejected", "full", res.reason, res.message)
                 continue
             if self.gpu:
                 self._stage("timing")
+                t0 = time.monotonic()
                 node.timing = self._time_ab(node, PRECISE_REP_MS, None, True)
+                self._timed("timing", t0)
                 if node.timing is None:
                     continue
             details = {"estimate_us": node.estimate_us, "timing": node.timing}
@@ -616,5 +632,6 @@ class Search:
             variants=variants, best=self.best_id, time_to_best_s=self.time_to_best,
             budget=BudgetReport(self.meter.budget, self.meter.tick()), candidates=self.counts, stopped=stopped,
             trajectory=self.trajectory, notes=self.notes, seed=self.seed, source_hash=source_hash(self.original),
+            rung_seconds={k: round(v, 2) for k, v in self.rung_seconds.items()},
             case_bytes=case_bytes, case_flops=case_flops,
             ceilings={"copy_gbps": self.dev.bandwidth_gbps, "bf16_tflops": self.dev.bf16_tflops})

@@ -78,6 +78,7 @@ class SearchResult(msgspec.Struct):
     case_bytes: list[int] = []  # compulsory bytes per case (each tensor once): the roofline's x-axis
     case_flops: list[int | None] = []  # matmul FLOPs per case, where the kernel multiplies matrices
     ceilings: dict[str, float] = {}  # the device model's bandwidth (GB/s) and bf16 rate (TFLOP/s)
+    rung_seconds: dict[str, float] = {}  # wall time spent in each rung of the ladder
 
 
 class SearchEvent(msgspec.Struct):
