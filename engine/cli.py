@@ -176,6 +176,7 @@ def _cmd_optimize(args: argparse.Namespace) -> int:
         args.report.write_text(render(result), encoding="utf-8")
     if args.json:
         out = msgspec.to_builtins(result)
+        out.pop("original", None)
         for v in out["variants"]:
             v.pop("source", None)  # the diff carries the change; keep the JSON readable
         print(msgspec.json.format(msgspec.json.encode(out), indent=2).decode())

@@ -1,7 +1,8 @@
-"""The KernelBrain language server: document lifecycle, workspace scan, watcher, publishing.
+"""The KernelBrain language server: documents, workspace scan, watcher, publishing, engine jobs.
 
 Only this package knows LSP. It parses with `ast` through the engine's index and rules, answers
-lenses, actions and hover from `WorkspaceIndex` in memory, and never imports torch or triton.
+lenses, actions and hover from memory, and sends everything heavy (compiled views, searches) to
+the engine agent process; it never imports torch or triton.
 """
 
 from __future__ import annotations
@@ -9,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+from dataclasses import dataclass
 from pathlib import Path
 
 from lsprotocol import types
@@ -16,9 +18,15 @@ from pygls.lsp.server import LanguageServer
 from pygls.uris import from_fs_path, to_fs_path
 from pygls.workspace import TextDocument
 
+from kernelbrain.engine import agent_protocol as p
 from kernelbrain.engine.check import iter_python_files
+from kernelbrain.engine.findings import Finding
+from kernelbrain.engine.index.builder import source_hash
+from kernelbrain.engine.task import TaskError, find_task
 
 from .debounce import Debouncer
+from .engine_bridge import EngineBridge, EngineUnavailable
+from .results import ResultRegistry
 from .settings import Settings, parse_settings
 from .state import FileState, WorkspaceIndex
 from .watcher import WorkspaceWatcher
@@ -27,6 +35,15 @@ log = logging.getLogger("kernelbrain.server")
 VERSION = "0.1.0"
 # A workspace scan reads at most this many Python files; monorepos keep the server responsive.
 MAX_SCANNED_FILES = 5000
+NO_HARNESS = "KB003"
+
+
+@dataclass
+class RunningJob:
+    info: p.JobInfo
+    uri: str
+    kernel: str
+    token: str | None
 
 
 class KernelBrainServer(LanguageServer):
@@ -38,6 +55,15 @@ class KernelBrainServer(LanguageServer):
         self.watcher: WorkspaceWatcher | None = None
         self.loop: asyncio.AbstractEventLoop | None = None
         self._told: set[str] = set()
+        self.engine = EngineBridge(self._on_job_progress, self._on_job_finished,
+                                   lambda msg: self.tell_once(f"restart:{msg}", f"KernelBrain: {msg}",
+                                                              types.MessageType.Warning))
+        self.compiled: dict[str, tuple[str, p.CompiledViewResult]] = {}  # uri -> (source hash, view)
+        self.harness_findings: dict[str, list[Finding]] = {}
+        self.results = ResultRegistry()
+        self._profile_cache: dict[tuple[str, str], dict | None] = {}
+        self.jobs: dict[str, RunningJob] = {}
+        self.token_jobs: dict[str, str] = {}
 
     # -- messages --------------------------------------------------------------------------
     def tell_once(self, key: str, message: str, kind: types.MessageType = types.MessageType.Info) -> None:
@@ -47,10 +73,22 @@ class KernelBrainServer(LanguageServer):
         self._told.add(key)
         self.window_show_message(types.ShowMessageParams(type=kind, message=message))
 
+    def tell(self, message: str, kind: types.MessageType = types.MessageType.Info) -> None:
+        self.window_show_message(types.ShowMessageParams(type=kind, message=message))
+
     # -- documents -------------------------------------------------------------------------
     def open_document(self, uri: str) -> TextDocument | None:
-        doc = self.workspace.text_documents.get(uri)
-        return doc
+        return self.workspace.text_documents.get(uri)
+
+    def current_text(self, uri: str) -> str | None:
+        doc = self.open_document(uri)
+        if doc is not None:
+            return doc.source
+        path = to_fs_path(uri)
+        try:
+            return Path(path).read_text(encoding="utf-8") if path else None
+        except (OSError, UnicodeDecodeError):
+            return None
 
     def analyse_open(self, uri: str) -> FileState | None:
         doc = self.open_document(uri)
@@ -58,7 +96,7 @@ class KernelBrainServer(LanguageServer):
             return None
         self.debouncer.cancel(uri)
         state = self.files.analyse(uri, doc.path or uri, doc.source, doc.version, True)
-        self.publish(state)
+        self._after_analysis(state)
         return state
 
     def schedule_analysis(self, uri: str) -> None:
@@ -83,6 +121,8 @@ class KernelBrainServer(LanguageServer):
             except (OSError, UnicodeDecodeError):
                 text = None
         previous = self.files.get(uri)
+        self.results.forget(path)  # results are re-read (and re-checked for staleness) on demand
+        self._profile_cache = {k: v for k, v in self._profile_cache.items() if k[0] != os.path.realpath(path)}
         if text is None or "triton" not in text:
             if previous is not None:
                 self.files.drop(uri)
@@ -95,26 +135,160 @@ class KernelBrainServer(LanguageServer):
                 self.clear(uri)
             return None
         if self.settings.workspace_diagnostics:
-            self.publish(state)
+            self._after_analysis(state)
         return state
 
     def on_disk_change(self, path: str) -> None:
         """Watcher callback (event loop thread): debounce bursts of events per file."""
         self.debouncer.schedule(("disk", path), 0.1, lambda: self.analyse_disk(path))
 
+    def _after_analysis(self, state: FileState) -> None:
+        self.harness_findings[state.uri] = self._harness_hints(state)
+        self.publish(state)
+        if state.open and self.settings.compiled_view and state.has_kernels and not state.index.errors:
+            self.debouncer.schedule(("compiled", state.uri), 1.0, lambda: self._spawn(self.refresh_compiled(state.uri)))
+
+    def _harness_hints(self, state: FileState) -> list[Finding]:
+        if not self.settings.harness_hints:
+            return []
+        out = []
+        for k in state.index.launchable:
+            try:
+                find_task(state.path, k.name)
+            except TaskError as exc:
+                if exc.code == "no-harness":
+                    out.append(Finding(NO_HARNESS, f"`{k.name}` has no task harness, so it cannot be optimized or "
+                                                   "verified: add a [[tasks]] entry (entry, reference, inputs) or use "
+                                                   "the quick fix to scaffold one.", k.name_span, "hint", k.name,
+                                       state.path))
+            except Exception:  # a broken config is reported when the user asks to optimize
+                continue
+        return out
+
+    def _spawn(self, coro) -> None:
+        task = asyncio.get_running_loop().create_task(coro)
+        task.add_done_callback(lambda t: t.cancelled() or (t.exception() and log.error("task failed: %r",
+                                                                                       t.exception())))
+
+    # -- compiled view -----------------------------------------------------------------------
+    async def refresh_compiled(self, uri: str) -> None:
+        state = self.files.get(uri)
+        if state is None:
+            return
+        text = self.current_text(uri)
+        if text is None:
+            return
+        digest = source_hash(text)
+        if uri in self.compiled and self.compiled[uri][0] == digest:
+            return
+        try:
+            view = await self.engine.request(p.COMPILED_VIEW, p.CompiledViewRequest(state.path, text,
+                                                                                  arch=self.settings.target_arch),
+                                             p.CompiledViewResult)
+        except EngineUnavailable as exc:
+            self.tell_once("compiled-unavailable", f"KernelBrain: the compiled view is unavailable: {exc}",
+                           types.MessageType.Warning)
+            return
+        except Exception as exc:
+            self.tell_once("compiled-failed", f"KernelBrain: the compiled view failed: {exc}", types.MessageType.Warning)
+            return
+        if view is None:
+            return
+        self.compiled[uri] = (view.source_hash, view)
+        now = self.files.get(uri)
+        if now is not None and now.index.source_hash == view.source_hash:
+            self.publish(now)
+
+    def compiled_for(self, uri: str) -> p.CompiledViewResult | None:
+        entry = self.compiled.get(uri)
+        state = self.files.get(uri)
+        if entry is None or state is None or entry[0] != state.index.source_hash:
+            return None
+        return entry[1]
+
     # -- publishing ------------------------------------------------------------------------
+    def findings_for(self, state: FileState) -> list[Finding]:
+        findings = list(state.findings) + self.harness_findings.get(state.uri, [])
+        view = self.compiled_for(state.uri)
+        if view is not None:
+            for v in view.views:
+                findings.extend(v.findings)
+        return findings
+
     def publish(self, state: FileState) -> None:
         from .features.diagnostics import to_diagnostics
 
         doc = self.open_document(state.uri)
         self.text_document_publish_diagnostics(
             types.PublishDiagnosticsParams(
-                uri=state.uri, diagnostics=to_diagnostics(state.findings, doc), version=state.version
+                uri=state.uri, diagnostics=to_diagnostics(self.findings_for(state), doc), version=state.version
             )
         )
 
     def clear(self, uri: str) -> None:
         self.text_document_publish_diagnostics(types.PublishDiagnosticsParams(uri=uri, diagnostics=[]))
+
+    def refresh_lenses(self) -> None:
+        caps = self.client_capabilities.workspace
+        if caps and caps.code_lens and caps.code_lens.refresh_support:
+            self.workspace_code_lens_refresh(None)
+
+    # -- jobs --------------------------------------------------------------------------------
+    def _on_job_progress(self, msg: p.JobProgress) -> None:
+        job = self.jobs.get(msg.job.id)
+        if job is None:
+            return
+        job.info = msg.job
+        if job.token is not None:
+            best = f" · best {msg.event.best_speedup:.2f}x{'' if msg.event.measured else ' (est.)'}" \
+                if msg.event.best_speedup else ""
+            self.work_done_progress.report(job.token, types.WorkDoneProgressReport(
+                message=f"{msg.event.message}{best}"[:200], percentage=int(msg.event.fraction * 100), cancellable=True))
+
+    def _on_job_finished(self, msg: p.JobFinished) -> None:
+        job = self.jobs.get(msg.job.id)
+        if job is None:
+            return
+        job.info = msg.job
+        result = msg.result
+        if result is not None:
+            self.results.put(result.file, result.kernel, result)
+        if job.token is not None:
+            self.work_done_progress.end(job.token, types.WorkDoneProgressEnd(message=self._summary(msg)))
+            self.token_jobs.pop(job.token, None)
+        if msg.job.state == "failed":
+            self.tell(f"KernelBrain: optimizing `{job.kernel}` failed: {msg.job.error}", types.MessageType.Error)
+        else:
+            self.tell(f"KernelBrain: {self._summary(msg)}")
+        state = self.files.get(job.uri)
+        if state is not None:
+            self.publish(state)
+        self.refresh_lenses()
+
+    @staticmethod
+    def _summary(msg: p.JobFinished) -> str:
+        r = msg.result
+        if r is None:
+            return f"`{msg.job.kernel}`: {msg.job.state}"
+        best = next((v for v in r.variants if v.id == r.best), None)
+        if best is None:
+            return f"`{r.kernel}`: no faster verified variant ({msg.job.state}, {r.stopped})"
+        kind = "faster" if best.measured else "faster (estimated)"
+        return f"`{r.kernel}`: {len(r.variants)} verified variant(s), best {best.speedup:.2f}x {kind} ({msg.job.state})"
+
+    async def shutdown_engine(self) -> None:
+        await self.engine.stop()
+
+    # -- profiles ---------------------------------------------------------------------------
+    def profile_share(self, path: str, kernel: str) -> str | None:
+        """"31% of GPU time in train.py" from the latest `kernelbrain profile` that ran this kernel."""
+        key = (os.path.realpath(path), kernel)
+        if key not in self._profile_cache:
+            self._profile_cache[key] = _lookup_profile(path, kernel)
+        row = self._profile_cache[key]
+        if row is None:
+            return None
+        return f"{row['share']:.0%} of GPU time in {Path(row['script']).name}"
 
     # -- workspace -------------------------------------------------------------------------
     def workspace_roots(self) -> list[str]:
@@ -164,15 +338,43 @@ class KernelBrainServer(LanguageServer):
 
     def apply_settings(self, raw) -> None:
         self.settings, problems = parse_settings(raw, self.settings)
-        for p in problems:
-            self.tell_once(f"setting:{p}", f"KernelBrain: {p}", types.MessageType.Warning)
+        for problem in problems:
+            self.tell_once(f"setting:{problem}", f"KernelBrain: {problem}", types.MessageType.Warning)
+
+    async def pull_settings(self) -> None:
+        caps = self.client_capabilities.workspace
+        if not (caps and caps.configuration):
+            return
+        try:
+            items = await self.workspace_configuration_async(
+                types.ConfigurationParams(items=[types.ConfigurationItem(section="kernelbrain")]))
+        except Exception as exc:
+            log.warning("workspace/configuration failed: %s", exc)
+            return
+        if items:
+            self.apply_settings(items[0])
+
+
+def _lookup_profile(path: str, kernel: str) -> dict | None:
+    from kernelbrain.engine.store import Store
+    from kernelbrain.engine.store.db import store_root
+
+    root = store_root(Path(path))
+    if not (root / ".kernelbrain" / "kernelbrain.db").exists():
+        return None
+    store = Store(root)
+    try:
+        return store.kernel_profile(os.path.realpath(path), kernel)
+    finally:
+        store.close()
 
 
 def create_server() -> KernelBrainServer:
-    from .features import code_actions, code_lens, commands, diagnostics, hover, lifecycle, workspace_kernels
+    from .features import (code_actions, code_lens, commands, diagnostics, hover, lifecycle, requests,
+                           workspace_kernels)
 
     server = KernelBrainServer()
-    for feature in (lifecycle, diagnostics, code_lens, code_actions, hover, commands, workspace_kernels):
+    for feature in (lifecycle, diagnostics, code_lens, code_actions, hover, commands, workspace_kernels, requests):
         feature.register(server)
     return server
 

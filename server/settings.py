@@ -12,6 +12,28 @@ class Settings(msgspec.Struct, forbid_unknown_fields=False):
     debounce_ms: int = 200
     # Publish static diagnostics for kernel files that are not open (the Problems panel).
     workspace_diagnostics: bool = True
+    # Compile open kernels ahead of time (in the engine agent) for KB2xx diagnostics and hover.
+    compiled_view: bool = True
+    target_arch: int = 90
+    # Hint diagnostics (with a quick fix) on kernels that have no task harness.
+    harness_hints: bool = True
+    # Search defaults for "Optimize kernel".
+    budget: str = "3m"
+    max_candidates: int = 60
+    device: str = "auto"
+    # OpenAI-compatible endpoint for the LLM mutator (accepted and kept; that mutator is not in this build).
+    llm_endpoint: str | None = None
+    llm_model: str | None = None
+
+
+def _check(settings: Settings) -> None:
+    from kernelbrain.engine.search.budget import parse_duration
+
+    parse_duration(settings.budget)
+    if settings.max_candidates < 1 or settings.debounce_ms < 0 or settings.target_arch < 70:
+        raise ValueError("out of range")
+    if not (settings.device in ("auto", "cpu", "cuda") or settings.device.startswith("cuda:")):
+        raise ValueError(f"unknown device {settings.device!r}")
 
 
 def parse_settings(raw: Any, current: Settings | None = None) -> tuple[Settings, list[str]]:
@@ -21,14 +43,14 @@ def parse_settings(raw: Any, current: Settings | None = None) -> tuple[Settings,
     if not isinstance(raw, dict):
         return Settings(**base), ([] if raw is None else [f"settings must be an object, got {type(raw).__name__}"])
     for key, value in raw.items():
-        camel_to_snake = "".join("_" + c.lower() if c.isupper() else c for c in key)
-        if camel_to_snake not in base:
+        snake = "".join("_" + c.lower() if c.isupper() else c for c in key)
+        if snake not in base:
             continue
-        trial = dict(base, **{camel_to_snake: value})
+        trial = dict(base, **{snake: value})
         try:
-            msgspec.convert(trial, Settings)
-        except msgspec.ValidationError as exc:
-            problems.append(f"setting `{key}` = {value!r} is invalid ({exc}); using {base[camel_to_snake]!r}")
+            _check(msgspec.convert(trial, Settings))
+        except (msgspec.ValidationError, ValueError) as exc:
+            problems.append(f"setting `{key}` = {value!r} is invalid ({exc}); using {base[snake]!r}")
             continue
         base = trial
     return msgspec.convert(base, Settings), problems

@@ -95,6 +95,21 @@ class LaunchRecord(msgspec.Struct):
     config: dict = {}  # the autotune config this record stands for, if any
 
 
+def compile_key(rec: LaunchRecord) -> str:
+    """What the generated code depends on: types, constexprs, warps, stages and each integer's
+    divisibility class (1, multiple of 16, other), not its value or any tensor's size."""
+
+    def arg(a: ArgSpec):
+        if a.kind == "int" and isinstance(a.value, int):
+            return (a.name, a.dtype, "one" if a.value == 1 else "d16" if a.value % 16 == 0 else "any")
+        if a.kind == "ptr":
+            return (a.name, a.dtype)
+        return (a.name, a.kind, a.dtype, a.value if a.kind == "constexpr" else None)
+
+    return repr((rec.kernel, [arg(a) for a in rec.args], rec.num_warps, rec.num_stages, sorted(rec.config.items())))
+
+
+
 class Compile(msgspec.Struct, tag="compile"):
     """Ahead-of-time compile of recorded launches for a target architecture (no GPU needed)."""
 
@@ -103,6 +118,7 @@ class Compile(msgspec.Struct, tag="compile"):
     launches: list[LaunchRecord]
     arch: int = 90
     sass: bool = True
+    maxnreg: int | None = None  # cap registers per thread (to see what spilling would cost)
 
 
 Request = Union[Ping, RunHarness, TimeAB, Bench, MeasureCeilings, Specialize, Compile]

@@ -250,6 +250,7 @@ class WorkerPool:
         self._workers: dict[str, WorkerProcess] = {}
         self._locks: dict[str, threading.Lock] = collections.defaultdict(threading.Lock)
         self.restarts = 0
+        self.killed = False  # after kill(): no new worker is started, every call fails at once
 
     def worker(self, device: str) -> WorkerProcess:
         if device not in self._workers:
@@ -257,7 +258,11 @@ class WorkerPool:
         return self._workers[device]
 
     def call(self, device: str, request, timeout_s: float, on_progress=None):
+        if self.killed:
+            raise WorkerDied("cancelled", "the evaluation was cancelled")
         with self._locks[device]:
+            if self.killed:
+                raise WorkerDied("cancelled", "the evaluation was cancelled")
             w = self.worker(device)
             try:
                 return w.call(request, timeout_s, on_progress)
@@ -273,8 +278,9 @@ class WorkerPool:
             w.stop()
 
     def kill(self) -> None:
-        """Stop everything now (cancellation): running calls end with WorkerDied."""
-        for w in self._workers.values():
+        """Stop everything now (cancellation): running calls end with WorkerDied, new ones fail."""
+        self.killed = True
+        for w in list(self._workers.values()):
             w.kill()
 
     def __enter__(self) -> "WorkerPool":

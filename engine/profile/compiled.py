@@ -104,7 +104,7 @@ def _jit_function(module, name: str):
     return fn
 
 
-def compile_one(fn, rec: LaunchRecord, arch: int, want_sass: bool) -> CompiledFacts:
+def compile_one(fn, rec: LaunchRecord, arch: int, want_sass: bool, maxnreg: int | None = None) -> CompiledFacts:
     import triton
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
@@ -113,8 +113,10 @@ def compile_one(fn, rec: LaunchRecord, arch: int, want_sass: bool) -> CompiledFa
     signature, constexprs, attrs = _signature(rec)
     try:
         src = ASTSource(fn=fn, signature=signature, constexprs=constexprs, attrs=attrs)
-        kernel = triton.compile(src, target=GPUTarget("cuda", arch, 32),
-                                options={"num_warps": rec.num_warps, "num_stages": rec.num_stages})
+        options = {"num_warps": rec.num_warps, "num_stages": rec.num_stages}
+        if maxnreg:
+            options["maxnreg"] = maxnreg
+        kernel = triton.compile(src, target=GPUTarget("cuda", arch, 32), options=options)
     except Exception as exc:
         msg = f"{type(exc).__name__}: {exc}".strip().splitlines()
         return CompiledFacts(rec.kernel, False, error=" ".join(msg[-3:])[:600], num_warps=rec.num_warps,
@@ -129,7 +131,8 @@ def compile_one(fn, rec: LaunchRecord, arch: int, want_sass: bool) -> CompiledFa
                 f.write(kernel.asm["cubin"])
             usage = subprocess.run([cuobjdump, "-res-usage", path], capture_output=True, text=True).stdout
             if (m := REG_RE.search(usage)) is not None:
-                facts.n_regs, facts.local_bytes = int(m.group(1)), int(m.group(4))
+                # spills live in the per-thread stack frame (STACK), not in LOCAL (seen with sm_90 cubins)
+                facts.n_regs, facts.local_bytes = int(m.group(1)), int(m.group(2)) + int(m.group(4))
                 facts.shared_bytes = max(facts.shared_bytes or 0, int(m.group(3)))
             if want_sass:
                 sass = subprocess.run([cuobjdump, "-sass", path], capture_output=True, text=True).stdout
@@ -151,5 +154,5 @@ def compile_launches(loader, req: Compile) -> list[CompiledFacts]:
         except AttributeError:
             out.append(CompiledFacts(rec.kernel, False, error=f"kernel {rec.kernel} not found"))
             continue
-        out.append(compile_one(fn, rec, req.arch, req.sass))
+        out.append(compile_one(fn, rec, req.arch, req.sass, req.maxnreg))
     return out

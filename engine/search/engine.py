@@ -62,20 +62,6 @@ PRECISE_REP_MS = 150.0
 FINAL_REP_MS = 400.0
 
 
-def compile_key(rec: m.LaunchRecord) -> str:
-    """What the generated code depends on: types, constexprs, warps, stages and each integer's
-    divisibility class (1, multiple of 16, other), not its value or any tensor's size."""
-
-    def arg(a: m.ArgSpec):
-        if a.kind == "int" and isinstance(a.value, int):
-            return (a.name, a.dtype, "one" if a.value == 1 else "d16" if a.value % 16 == 0 else "any")
-        if a.kind == "ptr":
-            return (a.name, a.dtype)
-        return (a.name, a.kind, a.dtype, a.value if a.kind == "constexpr" else None)
-
-    return repr((rec.kernel, [arg(a) for a in rec.args], rec.num_warps, rec.num_stages, sorted(rec.config.items())))
-
-
 class SearchError(Exception):
     """The search cannot start (the original fails its own harness, no harness, ...)."""
 
@@ -170,6 +156,9 @@ class Search:
 
     def _end(self, node: Node, outcome: str, rung: str, reason: str | None = None, message: str = "",
              passed: bool = False, details=None) -> None:
+        if reason == "cancelled":  # not a verdict on the candidate: a resumed search tries it again
+            node.outcome = "not-run"
+            return
         node.outcome = outcome
         key = outcome if outcome == "verified" else f"{rung}:{reason or outcome}"
         self.counts.per_outcome[key] = self.counts.per_outcome.get(key, 0) + 1
@@ -200,7 +189,7 @@ class Search:
         unique: dict[str, int] = {}
         order = []
         for ci, li, rec in records:
-            k = compile_key(rec)
+            k = m.compile_key(rec)
             if k not in unique:
                 unique[k] = len(order)
                 order.append(rec)
@@ -208,7 +197,7 @@ class Search:
         if not isinstance(result, m.CompileResult):
             return
         for ci, li, rec in records:
-            node.facts.setdefault(ci, {})[li] = result.facts[unique[compile_key(rec)]]
+            node.facts.setdefault(ci, {})[li] = result.facts[unique[m.compile_key(rec)]]
 
     def _estimate(self, node: Node) -> list[float] | None:
         if node.spec is None or not node.spec.cases:
@@ -564,8 +553,10 @@ class Search:
         text = explain(node.description, diff, per_case, node.timing is not None, speedup,
                        compiled_changes(before, after))
         stages = [s.name for s in node.harness.stages if s.passed] if node.harness else list(m.STAGES)
+        passed = sum(1 for c in node.harness.cases if c.ok) if node.harness else 0
         return Variant(node.id, node.origin, node.description, speedup, per_case, stages, node.timing is not None,
-                       diff, text, node.parent, node.llm, node.dispatch, node.source, self._estimated_speedup(node))
+                       diff, text, node.parent, node.llm, node.dispatch, node.source, self._estimated_speedup(node),
+                       passed)
 
     def _final_ab(self) -> None:
         if not self.gpu or self.best_id is None or self._stopped() == "cancelled":
@@ -632,6 +623,7 @@ class Search:
             variants=variants, best=self.best_id, time_to_best_s=self.time_to_best,
             budget=BudgetReport(self.meter.budget, self.meter.tick()), candidates=self.counts, stopped=stopped,
             trajectory=self.trajectory, notes=self.notes, seed=self.seed, source_hash=source_hash(self.original),
-            rung_seconds={k: round(v, 2) for k, v in self.rung_seconds.items()},
+            rung_seconds={k: round(v, 2) for k, v in self.rung_seconds.items()}, original=self.original,
+            entry=self.task.entry,
             case_bytes=case_bytes, case_flops=case_flops,
             ceilings={"copy_gbps": self.dev.bandwidth_gbps, "bf16_tflops": self.dev.bf16_tflops})

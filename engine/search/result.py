@@ -31,6 +31,7 @@ class Variant(msgspec.Struct):
     dispatch: bool = False  # chooses between variants per shape bucket
     source: str = ""
     estimated_speedup: float | None = None  # the static cost model's figure (also on a GPU)
+    cases_verified: int = 0  # harness cases it passed (every stage, every size)
 
 
 class BaselineCase(msgspec.Struct):
@@ -79,6 +80,8 @@ class SearchResult(msgspec.Struct):
     case_flops: list[int | None] = []  # matmul FLOPs per case, where the kernel multiplies matrices
     ceilings: dict[str, float] = {}  # the device model's bandwidth (GB/s) and bf16 rate (TFLOP/s)
     rung_seconds: dict[str, float] = {}  # wall time spent in each rung of the ladder
+    original: str = ""  # the source searched (variants are rebased from it onto later edits)
+    entry: str = ""  # the launcher the harness calls (with the kernel, what a variant was verified on)
 
 
 class SearchEvent(msgspec.Struct):

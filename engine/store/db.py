@@ -81,6 +81,17 @@ CREATE INDEX outcomes_by_kernel ON outcomes (kernel_key, device);
 CREATE INDEX searches_by_file ON searches (file, kernel);
 """
 
+# Tables added after version 1 shipped: created when missing, so no version bump is needed.
+ADDITIVE = """
+CREATE TABLE IF NOT EXISTS profiles (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    script TEXT NOT NULL,
+    created REAL NOT NULL,
+    total_us REAL NOT NULL,
+    rows TEXT NOT NULL
+);
+"""
+
 
 class StoreNotice(msgspec.Struct):
     """What happened to an unusable database (shown once to the user)."""
@@ -115,6 +126,7 @@ class Store:
                 return self._rebuild(f"it has schema version {version}, this KernelBrain uses {SCHEMA_VERSION}")
             else:
                 conn.execute("PRAGMA quick_check").fetchone()
+            conn.executescript(ADDITIVE)
             return conn
         except sqlite3.DatabaseError as exc:
             return self._rebuild(f"it is not a usable SQLite database ({exc})")
@@ -152,6 +164,7 @@ class Store:
                                   f"a new one was started (old file: {aside.name})", str(aside))
         conn = self._connect()
         self._create(conn)
+        conn.executescript(ADDITIVE)
         return conn
 
     def close(self) -> None:
@@ -232,6 +245,25 @@ class Store:
             rec["result"] = json.loads(rec["result"]) if rec["result"] else None
             yield rec
 
+    # -- profiles (kernelbrain profile) --------------------------------------------------------
+    def save_profile(self, script: str, total_us: float, rows: list[dict]) -> None:
+        self._exec("INSERT INTO profiles (script, created, total_us, rows) VALUES (?,?,?,?)",
+                   (script, time.time(), total_us, _dumps(rows)))
+
+    def latest_profile(self) -> dict | None:
+        row = self._exec("SELECT script, created, total_us, rows FROM profiles ORDER BY id DESC LIMIT 1").fetchone()
+        if row is None:
+            return None
+        return {"script": row[0], "created": row[1], "total_us": row[2], "rows": json.loads(row[3])}
+
+    def kernel_profile(self, file: str, kernel: str) -> dict | None:
+        """This kernel's row of the latest profile that ran it: {script, share, time_us, calls}."""
+        for script, rows in self._exec("SELECT script, rows FROM profiles ORDER BY id DESC"):
+            for r in json.loads(rows):
+                if r.get("kernel") == kernel and r.get("file") == file:
+                    return {"script": script} | r
+        return None
+
     def latest_result(self, file: str, kernel: str) -> dict | None:
         done = [s for s in self.searches(file, kernel) if s["status"] in ("finished", "cancelled") and s["result"]]
         return done[-1] if done else None
@@ -239,3 +271,11 @@ class Store:
 
 def _dumps(value: Any) -> str:
     return msgspec.json.encode(value if value is not None else {}).decode()
+
+
+def store_root(path: Path) -> Path:
+    """Where a file's results live: the folder of the nearest harness config above it, else its own."""
+    from ..task.discover import config_files
+
+    config = next(config_files(path), None)
+    return config.parent if config is not None else (path if path.is_dir() else path.parent)

@@ -26,6 +26,8 @@ class Scaffold:
     harness: Path
     entry: str
     created_config: bool
+    config_text: str = ""  # the config's full new text
+    harness_text: str = ""
 
 
 def _entry_for(path: Path, kernel: str) -> ast.FunctionDef:
@@ -72,7 +74,8 @@ def {name}_small_inputs(device="cpu"):
 '''
 
 
-def scaffold(file: str | Path, kernel: str) -> Scaffold:
+def plan(file: str | Path, kernel: str) -> Scaffold:
+    """What `scaffold` would write, without writing it (the editor applies it as one edit)."""
     path = Path(file).resolve()
     try:
         find_task(path, kernel)
@@ -94,12 +97,19 @@ def scaffold(file: str | Path, kernel: str) -> Scaffold:
     root = config.parent
     rel_file = Path(os.path.relpath(path, root)).as_posix()
     rel_harness = Path(os.path.relpath(harness, root)).as_posix()
-    harness.write_text(_stub_source(rel_file, kernel, entry, harness.name), encoding="utf-8")
     block = (
         f'\n[[tasks]]\nfile = "{rel_file}"\nkernel = "{kernel}"\nentry = "{entry.name}"\n'
         f'reference = "{rel_harness}:{entry.name}_reference"\ninputs = "{rel_harness}:{entry.name}_inputs"\n'
         f'small_inputs = "{rel_harness}:{entry.name}_small_inputs"\n'
     )
     existing = config.read_text(encoding="utf-8") if config.exists() else "# KernelBrain task harnesses (README: Task harness)\n"
-    config.write_text(existing.rstrip("\n") + "\n" + block, encoding="utf-8")
-    return Scaffold(config, harness, entry.name, created)
+    return Scaffold(config, harness, entry.name, created, existing.rstrip("\n") + "\n" + block,
+                    _stub_source(rel_file, kernel, entry, harness.name))
+
+
+def scaffold(file: str | Path, kernel: str) -> Scaffold:
+    """Write the harness skeleton: the stub module and the config entry."""
+    result = plan(file, kernel)
+    result.harness.write_text(result.harness_text, encoding="utf-8")
+    result.config.write_text(result.config_text, encoding="utf-8")
+    return result

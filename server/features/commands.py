@@ -1,20 +1,174 @@
-"""workspace/executeCommand handlers."""
+"""workspace/executeCommand handlers: optimize, cancel, apply a variant, scaffold a harness."""
 
 from __future__ import annotations
 
-from lsprotocol import types
+import uuid
+from difflib import SequenceMatcher
+from pathlib import Path
 
+from lsprotocol import types
+from pygls.uris import from_fs_path, to_fs_path
+
+from kernelbrain.engine import agent_protocol as p
+from kernelbrain.engine.search.budget import parse_duration
+from kernelbrain.engine.task import TaskError, find_task
+from kernelbrain.engine.task.scaffold import plan
+
+from ..app import RunningJob
+from ..engine_bridge import EngineUnavailable
 from .code_lens import OPTIMIZE_COMMAND
+
+CANCEL_COMMAND = "kernelbrain.cancel"
+APPLY_COMMAND = "kernelbrain.applyVariant"
+INIT_HARNESS_COMMAND = "kernelbrain.initHarness"
+
+
+def minimal_edits(old: str, new: str) -> list[types.TextEdit]:
+    """Line-range edits turning `old` into `new` (keeps the cursor and undo history sensible)."""
+    a, b = old.splitlines(keepends=True), new.splitlines(keepends=True)
+    edits = []
+    for tag, i1, i2, j1, j2 in SequenceMatcher(None, a, b, autojunk=False).get_opcodes():
+        if tag == "equal":
+            continue
+        edits.append(types.TextEdit(
+            range=types.Range(start=types.Position(line=i1, character=0), end=types.Position(line=i2, character=0)),
+            new_text="".join(b[j1:j2])))
+    if old and not old.endswith("\n") and edits:  # the last line has no newline: replace it whole
+        last = len(a) - 1
+        edits = [e if e.range.end.line <= last else types.TextEdit(
+            range=types.Range(start=e.range.start, end=types.Position(line=last, character=len(a[last]))),
+            new_text=e.new_text) for e in edits]
+    return edits
 
 
 def register(server) -> None:
     @server.command(OPTIMIZE_COMMAND)
-    def optimize(ls, *args):
-        """Start a search for a kernel. The search engine is not wired in yet: say so clearly."""
+    async def optimize(ls, *args):
+        """Start a search for a kernel in the engine agent, with work-done progress and cancel."""
         uri, kernel = (list(args) + [None, None])[:2]
-        message = (
-            f"KernelBrain: the optimization search is not available yet, so `{kernel}` was not optimized. "
-            "Static diagnostics and hover work now."
-        )
-        ls.window_show_message(types.ShowMessageParams(type=types.MessageType.Info, message=message))
-        return {"started": False, "kernel": kernel, "uri": uri, "message": message}
+        path = to_fs_path(uri) if uri else None
+        if not path or not kernel:
+            return {"started": False, "message": "kernelbrain.optimize takes [uri, kernel]"}
+        doc = ls.open_document(uri)
+        try:
+            on_disk = Path(path).read_text(encoding="utf-8")
+        except OSError:
+            on_disk = None
+        if doc is not None and on_disk is not None and doc.source != on_disk:
+            msg = f"KernelBrain: save {Path(path).name} first: the search runs the file as saved."
+            ls.tell(msg, types.MessageType.Warning)
+            return {"started": False, "message": msg}
+        try:
+            find_task(path, kernel)
+        except TaskError as exc:
+            msg = f"KernelBrain cannot optimize `{kernel}`: {exc}"
+            ls.tell(msg, types.MessageType.Warning)
+            return {"started": False, "message": msg, "reason": exc.code}
+        s = ls.settings
+        request = p.JobRequest(path, kernel, parse_duration(s.budget), s.max_candidates, s.device)
+        try:
+            info = await ls.engine.request(p.JOB_START, request, p.JobInfo)
+        except EngineUnavailable as exc:
+            msg = f"KernelBrain: the engine is unavailable: {exc}"
+            ls.tell(msg, types.MessageType.Error)
+            return {"started": False, "message": msg}
+        token = None
+        caps = ls.client_capabilities.window
+        if caps and caps.work_done_progress:
+            token = f"kernelbrain-{uuid.uuid4().hex[:12]}"
+            try:
+                await ls.work_done_progress.create_async(token)
+                ls.work_done_progress.begin(token, types.WorkDoneProgressBegin(
+                    title=f"Optimizing {kernel}", cancellable=True, percentage=0,
+                    message="queued" if info.state == "queued" else "starting"))
+                ls.token_jobs[token] = info.id
+            except Exception:
+                token = None
+        ls.jobs[info.id] = RunningJob(info, uri, kernel, token)
+        ls.refresh_lenses()
+        return {"started": True, "job": info.id, "state": info.state, "queuedBehind": info.queued_behind}
+
+    @server.command(CANCEL_COMMAND)
+    async def cancel(ls, *args):
+        job_id = args[0] if args else None
+        return await cancel_job(ls, job_id)
+
+    @server.feature(types.WINDOW_WORK_DONE_PROGRESS_CANCEL)
+    async def progress_cancel(ls, params: types.WorkDoneProgressCancelParams):
+        job_id = ls.token_jobs.get(params.token)
+        if job_id is not None:
+            await cancel_job(ls, job_id)
+
+    @server.command(APPLY_COMMAND)
+    async def apply_variant(ls, *args):
+        """Apply a verified variant as a versioned edit, unless its kernel changed since the search."""
+        uri, kernel, variant_id = (list(args) + [None] * 3)[:3]
+        path = to_fs_path(uri) if uri else None
+        current = ls.current_text(uri) if uri else None
+        if not path or current is None:
+            return {"applied": False, "reason": "no such document"}
+        offer = next((o for o in ls.results.offers(path, kernel, current) if o.variant.id == variant_id), None)
+        if offer is None:
+            msg = f"KernelBrain: variant {variant_id} of `{kernel}` is no longer available"
+            ls.tell(msg, types.MessageType.Warning)
+            return {"applied": False, "reason": msg}
+        if offer.stale:
+            msg = (f"KernelBrain withdrew variant {variant_id[:8]} of `{kernel}`: {offer.rebased.reason}. "
+                   "Run Optimize again on the current code.")
+            ls.tell(msg, types.MessageType.Warning)
+            return {"applied": False, "reason": msg, "stale": True}
+        doc = ls.open_document(uri)
+        edit = types.WorkspaceEdit(document_changes=[types.TextDocumentEdit(
+            text_document=types.OptionalVersionedTextDocumentIdentifier(uri=uri, version=doc.version if doc else None),
+            edits=minimal_edits(current, offer.rebased.text))])
+        result = await ls.workspace_apply_edit_async(types.ApplyWorkspaceEditParams(
+            edit=edit, label=f"KernelBrain: apply {kernel} variant {variant_id[:8]}"))
+        return {"applied": bool(result and result.applied), "variant": variant_id,
+                "reason": (result.failure_reason if result else None)}
+
+    @server.command(INIT_HARNESS_COMMAND)
+    async def init_harness(ls, *args):
+        """Scaffold a harness (config entry and stubs) as one workspace edit the user can undo."""
+        uri, kernel = (list(args) + [None, None])[:2]
+        path = to_fs_path(uri) if uri else None
+        try:
+            sc = plan(path, kernel)
+        except (TaskError, TypeError) as exc:
+            msg = f"KernelBrain cannot scaffold a harness for `{kernel}`: {exc}"
+            ls.tell(msg, types.MessageType.Warning)
+            return {"applied": False, "reason": msg}
+        changes: list = [types.CreateFile(uri=from_fs_path(str(sc.harness))),
+                         types.TextDocumentEdit(
+                             text_document=types.OptionalVersionedTextDocumentIdentifier(
+                                 uri=from_fs_path(str(sc.harness)), version=None),
+                             edits=[types.TextEdit(range=types.Range(start=types.Position(line=0, character=0),
+                                                                     end=types.Position(line=0, character=0)),
+                                                   new_text=sc.harness_text)])]
+        config_uri = from_fs_path(str(sc.config))
+        if sc.created_config:
+            changes.append(types.CreateFile(uri=config_uri))
+            old = ""
+        else:
+            old = sc.config.read_text(encoding="utf-8")
+        changes.append(types.TextDocumentEdit(
+            text_document=types.OptionalVersionedTextDocumentIdentifier(uri=config_uri, version=None),
+            edits=minimal_edits(old, sc.config_text) if old else [types.TextEdit(
+                range=types.Range(start=types.Position(line=0, character=0), end=types.Position(line=0, character=0)),
+                new_text=sc.config_text)]))
+        result = await ls.workspace_apply_edit_async(types.ApplyWorkspaceEditParams(
+            edit=types.WorkspaceEdit(document_changes=changes), label=f"KernelBrain: harness for {kernel}"))
+        applied = bool(result and result.applied)
+        if applied:
+            ls.tell(f"KernelBrain: created a harness for `{kernel}` in {sc.harness.name}: fill in the reference and "
+                    "the input functions, then run Optimize.")
+        return {"applied": applied, "harness": str(sc.harness), "config": str(sc.config)}
+
+
+async def cancel_job(ls, job_id: str | None) -> dict:
+    if job_id is None or job_id not in ls.jobs:
+        return {"cancelled": False, "reason": f"no job {job_id}"}
+    try:
+        info = await ls.engine.request(p.JOB_CANCEL, p.JobCancel(job_id), p.JobInfo)
+    except EngineUnavailable as exc:
+        return {"cancelled": False, "reason": str(exc)}
+    return {"cancelled": True, "job": job_id, "state": info.state if info else "unknown"}

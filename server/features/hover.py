@@ -38,6 +38,35 @@ def kernel_markdown(kernel: Kernel, findings) -> str:
     return "\n".join(lines)
 
 
+def dynamic_markdown(ls, path: str, kernel: Kernel, uri: str) -> str:
+    """What only the engine knows: compiled facts, profile share, best variant, job status."""
+    from kernelbrain.engine.profile.view import summary
+
+    lines: list[str] = []
+    view = ls.compiled_for(uri)
+    if view is not None:
+        for v in view.views:
+            if v.kernel == kernel.name and v.specialisations:
+                origin = "from its harness" if v.source == "harness" else f"from the launch site ({v.note})"
+                lines += ["", f"**Compiled** (sm_{ls.settings.target_arch}, {origin}):", "```", summary(v), "```"]
+    share = ls.profile_share(path, kernel.name)
+    if share:
+        lines += ["", f"**Profile**: {share}"]
+    for job in ls.jobs.values():
+        if job.kernel == kernel.name and job.info.file == path:
+            best = f", best {job.info.best_speedup:.2f}x" if job.info.best_speedup else ""
+            lines += ["", f"**Search** {job.info.id}: {job.info.state} {job.info.fraction:.0%}{best} — {job.info.message}"]
+    current = ls.current_text(uri) or ""
+    offers = ls.results.offers(path, kernel.name, current)
+    if offers:
+        o = offers[0]
+        kind = "measured" if o.variant.measured else "estimated"
+        state = f" — withdrawn: {o.rebased.reason}" if o.stale else ""
+        lines += ["", f"**Best variant** `{o.variant.id[:8]}`: {o.variant.speedup:.2f}x ({kind}), "
+                      f"{o.variant.origin}{state}"]
+    return "\n".join(lines)
+
+
 def register(server) -> None:
     @server.feature(types.TEXT_DOCUMENT_HOVER)
     def hover(ls, params: types.HoverParams) -> types.Hover | None:
@@ -53,8 +82,7 @@ def register(server) -> None:
             ]
             hit = next((s for s in spans if s.contains(line, col)), None)
             if hit is not None:
-                return types.Hover(
-                    contents=types.MarkupContent(kind=types.MarkupKind.Markdown, value=kernel_markdown(k, state.findings)),
-                    range=pos.range(hit),
-                )
+                text = kernel_markdown(k, ls.findings_for(state)) + dynamic_markdown(ls, state.path, k, uri)
+                return types.Hover(contents=types.MarkupContent(kind=types.MarkupKind.Markdown, value=text),
+                                   range=pos.range(hit))
         return None

@@ -18,8 +18,9 @@ def register(server) -> None:
 
     @server.feature(types.INITIALIZED)
     async def initialized(ls, params: types.InitializedParams) -> None:
-        """Start the watcher, then index the workspace's kernel files in the background."""
+        """Pull settings, start the watcher, then index the workspace's kernel files."""
         ls.loop = asyncio.get_running_loop()
+        await ls.pull_settings()
         ls.start_watcher()
         await ls.scan_workspace()
 
@@ -49,13 +50,16 @@ def register(server) -> None:
             ls.clear(uri)
 
     @server.feature(types.WORKSPACE_DID_CHANGE_CONFIGURATION)
-    def did_change_configuration(ls, params: types.DidChangeConfigurationParams) -> None:
+    async def did_change_configuration(ls, params: types.DidChangeConfigurationParams) -> None:
         settings = params.settings
-        if isinstance(settings, dict):
+        if isinstance(settings, dict) and settings:
             ls.apply_settings(settings.get("kernelbrain", settings))
+        else:
+            await ls.pull_settings()
 
     @server.feature(types.SHUTDOWN)
-    def shutdown(ls, params) -> None:
+    async def shutdown(ls, params) -> None:
         if ls.watcher is not None:
             ls.watcher.stop()
             ls.watcher = None
+        await ls.shutdown_engine()

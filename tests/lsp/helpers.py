@@ -28,10 +28,13 @@ def _fix_code_action_union(client: LanguageClient) -> None:
     converter.register_structure_hook(Union[types.Command, types.CodeAction], hook)
 
 
-async def start_client(workspace: Path, record: Path, init_options: dict | None = None) -> LanguageClient:
+async def start_client(workspace: Path, record: Path, init_options: dict | None = None,
+                       configuration: dict | None = None) -> LanguageClient:
     config = ClientServerConfig(server_command=[sys.executable, str(GUARD), str(record)])
     client = await config.start()
     _fix_code_action_union(client)
+    for section, item in (configuration or {}).items():
+        client.set_configuration(item, section=section)
     await client.initialize_session(
         types.InitializeParams(
             capabilities=client_capabilities("visual-studio-code"),

@@ -15,7 +15,7 @@ from .helpers import codes, doc, open_file, replace_text, start_client, stop_cli
 @pytest_asyncio.fixture
 async def client(examples_copy: Path, tmp_path: Path):
     record = tmp_path / "forbidden-imports.txt"
-    c = await start_client(examples_copy, record)
+    c = await start_client(examples_copy, record, {"compiledView": False})
     c.workspace_root = examples_copy
     yield c
     await stop_client(c)
@@ -138,9 +138,10 @@ async def test_file_created_changed_and_deleted_on_disk(client):
     uri = new.as_uri()
     source = (client.workspace_root / "ops" / "gelu.py").read_text().replace("gelu", "gen")
     new.write_text(source)
-    await wait_until(lambda: codes(client, uri) == ["KB102", "KB106"], what="diagnostics for a created file")
+    # KB003: the new file has no harness (a hint with a quick fix)
+    await wait_until(lambda: codes(client, uri) == ["KB003", "KB102", "KB106"], what="diagnostics for a created file")
     new.write_text(source.replace("BLOCK=64, num_warps=1", "BLOCK=1024, num_warps=4"))
-    await wait_until(lambda: codes(client, uri) == ["KB106"], what="diagnostics after an on-disk edit")
+    await wait_until(lambda: codes(client, uri) == ["KB003", "KB106"], what="diagnostics after an on-disk edit")
     listing = await client.protocol.send_request_async("kernelbrain/kernels", {})
     assert "gen_kernel" in [k.name for f in listing.files for k in f.kernels]
     os.remove(new)
@@ -171,10 +172,12 @@ async def test_syntax_error_in_open_file(client):
     assert [l.command.arguments[1] for l in lenses] == ["softmax_kernel"]
 
 
-async def test_optimize_command_answers_clearly(client):
-    _, uri = softmax_uri(client)
+async def test_optimize_without_a_harness_says_why(client):
+    path = client.workspace_root / "ops" / "orphan.py"
+    path.write_text((client.workspace_root / "ops" / "gelu.py").read_text().replace("gelu", "orphan"))
+    uri = open_file(client, path)
+    await wait_until(lambda: "KB003" in codes(client, uri), what="no-harness hint")
     result = await client.workspace_execute_command_async(
-        types.ExecuteCommandParams(command="kernelbrain.optimize", arguments=[uri, "softmax_kernel"])
-    )
-    assert result["started"] is False and "not available yet" in result["message"]
-    await wait_until(lambda: any("not available yet" in m.message for m in client.messages), what="message")
+        types.ExecuteCommandParams(command="kernelbrain.optimize", arguments=[uri, "orphan_kernel"]))
+    assert result["started"] is False and result["reason"] == "no-harness" and "kernelbrain init" in result["message"]
+    await wait_until(lambda: any("cannot optimize `orphan_kernel`" in m.message for m in client.messages), what="message")

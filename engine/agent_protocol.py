@@ -1,0 +1,86 @@
+"""Messages between the language server and the engine agent.
+
+The transport is JSON-RPC over the agent's stdio (pygls on both ends); every params and result
+object carries one field, `payload`, holding a msgspec-encoded message below, so both sides
+decode into typed structs rather than generic JSON.
+"""
+
+from __future__ import annotations
+
+from typing import TypeVar
+
+import msgspec
+
+from .profile.view import CompiledViewRequest, CompiledViewResult
+from .search.result import SearchEvent, SearchResult
+
+COMPILED_VIEW = "kb/compiledView"
+JOB_START = "kb/jobStart"
+JOB_CANCEL = "kb/jobCancel"
+JOB_LIST = "kb/jobs"
+JOB_PROGRESS = "kb/jobProgress"  # agent -> server notification
+JOB_FINISHED = "kb/jobFinished"  # agent -> server notification
+HELLO = "kb/hello"
+
+
+class Hello(msgspec.Struct):
+    pid: int
+    version: str
+
+
+class JobRequest(msgspec.Struct):
+    file: str
+    kernel: str
+    budget_s: float = 180.0
+    max_candidates: int = 60
+    device: str = "auto"
+    seed: int = 0
+
+
+class JobInfo(msgspec.Struct):
+    id: str
+    file: str
+    kernel: str
+    device: str
+    state: str  # "queued" | "running" | "finished" | "cancelled" | "failed"
+    fraction: float = 0.0
+    message: str = ""
+    best_speedup: float | None = None
+    best_id: str | None = None
+    measured: bool = False
+    queued_behind: int = 0
+    error: str | None = None
+    worker_pids: list[int] = []
+
+
+class JobCancel(msgspec.Struct):
+    id: str
+
+
+class JobList(msgspec.Struct):
+    jobs: list[JobInfo]
+
+
+class JobProgress(msgspec.Struct):
+    job: JobInfo
+    event: SearchEvent
+
+
+class JobFinished(msgspec.Struct):
+    job: JobInfo
+    result: SearchResult | None = None
+
+
+T = TypeVar("T")
+
+
+def pack(message: msgspec.Struct) -> dict:
+    return {"payload": msgspec.json.encode(message).decode()}
+
+
+def unpack(params, kind: type[T]) -> T:
+    payload = params["payload"] if isinstance(params, dict) else getattr(params, "payload")
+    return msgspec.json.decode(payload, type=kind)
+
+
+__all__ = ["CompiledViewRequest", "CompiledViewResult", "pack", "unpack"]

@@ -1,0 +1,133 @@
+"""Search jobs for the editor: one queue per device, one running search per device.
+
+Each job runs a `Search` in a thread with its own worker pool. Cancelling sets the search's
+cancel flag and kills that pool's worker processes at once (a thread cannot be interrupted, so
+this is the job's own kill path); the search then returns what it verified so far.
+"""
+
+from __future__ import annotations
+
+import itertools
+import threading
+from pathlib import Path
+from typing import Callable
+
+from .agent_protocol import JobInfo, JobRequest
+from .evaluate.devices import resolve_device
+from .evaluate.pool import WorkerPool
+from .search import Budget, Search, SearchError, SearchEvent, SearchResult
+from .store import Store
+from .task import TaskError, find_task
+
+_ids = itertools.count(1)
+
+
+class Job:
+    def __init__(self, request: JobRequest, device: str):
+        self.request = request
+        self.info = JobInfo(f"job-{next(_ids)}", request.file, request.kernel, device, "queued")
+        self.cancel = threading.Event()
+        self.pool: WorkerPool | None = None
+        self.thread: threading.Thread | None = None
+
+
+class JobManager:
+    def __init__(self, on_progress: Callable[[JobInfo, SearchEvent], None],
+                 on_finished: Callable[[JobInfo, SearchResult | None], None]):
+        self.on_progress = on_progress
+        self.on_finished = on_finished
+        self.jobs: dict[str, Job] = {}
+        self._queues: dict[str, list[Job]] = {}
+        self._running: dict[str, Job] = {}
+        self._lock = threading.Lock()
+
+    def start(self, request: JobRequest) -> JobInfo:
+        try:
+            device = resolve_device(request.device)
+        except ValueError:
+            device = resolve_device("auto")
+        job = Job(request, device)
+        with self._lock:
+            self.jobs[job.info.id] = job
+            queue = self._queues.setdefault(device, [])
+            queue.append(job)
+            job.info.queued_behind = len(queue) - 1 + (device in self._running)
+        self._pump(device)
+        return job.info
+
+    def _pump(self, device: str) -> None:
+        with self._lock:
+            if device in self._running or not self._queues.get(device):
+                return
+            job = self._queues[device].pop(0)
+            self._running[device] = job
+            job.info.state = "running"
+            job.info.queued_behind = 0
+            for i, waiting in enumerate(self._queues[device]):
+                waiting.info.queued_behind = i + 1
+        job.thread = threading.Thread(target=self._run, args=(job,), name=job.info.id, daemon=True)
+        job.thread.start()
+
+    def _run(self, job: Job) -> None:
+        result: SearchResult | None = None
+        req = job.request
+        try:
+            task = find_task(req.file, req.kernel)
+            root = Path(task.config).parent if task.config else Path(task.file).parent
+            job.pool = WorkerPool()
+            if job.cancel.is_set():
+                job.pool.kill()
+
+            def on_event(event: SearchEvent) -> None:
+                job.info.fraction = event.fraction
+                job.info.message = event.message
+                job.info.best_speedup = event.best_speedup
+                job.info.best_id = event.best_id
+                job.info.measured = event.measured
+                job.info.worker_pids = job.pool.pids() if job.pool else []
+                self.on_progress(job.info, event)
+
+            search = Search(task, device=job.info.device, budget=Budget(wall_s=req.budget_s,
+                            max_candidates=req.max_candidates), store=Store(root), pool=job.pool, seed=req.seed,
+                            on_event=on_event, cancel=job.cancel)
+            result = search.run()
+            job.info.state = "cancelled" if result.stopped == "cancelled" else "finished"
+            job.info.best_id, job.info.measured = result.best, result.measured
+            if result.best:
+                job.info.best_speedup = next(v.speedup for v in result.variants if v.id == result.best)
+        except (TaskError, SearchError) as exc:
+            job.info.state, job.info.error = "failed", str(exc)
+        except Exception as exc:  # never let a job take the agent down
+            job.info.state, job.info.error = "failed", f"{type(exc).__name__}: {exc}"
+        finally:
+            if job.pool is not None:
+                job.pool.close()
+            job.info.worker_pids = []
+            with self._lock:
+                self._running.pop(job.info.device, None)
+            self.on_finished(job.info, result)
+            self._pump(job.info.device)
+
+    def cancel(self, job_id: str) -> JobInfo | None:
+        job = self.jobs.get(job_id)
+        if job is None:
+            return None
+        with self._lock:
+            queue = self._queues.get(job.info.device, [])
+            if job in queue:
+                queue.remove(job)
+                job.info.state = "cancelled"
+                self.on_finished(job.info, None)
+                return job.info
+        job.cancel.set()
+        if job.pool is not None:
+            job.pool.kill()  # the workers go now; the search notices and returns its best so far
+        return job.info
+
+    def list(self) -> list[JobInfo]:
+        return [j.info for j in self.jobs.values()]
+
+    def shutdown(self) -> None:
+        for job in list(self.jobs.values()):
+            if job.info.state in ("queued", "running"):
+                self.cancel(job.info.id)
