@@ -78,7 +78,9 @@ def summarize(op: str, result, ceilings, torch_times: dict) -> dict:
     best = next((v for v in result.variants if v.id == result.best), None)
     row = {"op": op, "best": result.best, "time_to_best_s": result.time_to_best_s, "stopped": result.stopped,
            "spent": msgspec.to_builtins(result.budget.spent), "candidates": msgspec.to_builtins(result.candidates),
-           "baseline_us": [b.time_us for b in result.baseline], "torch": torch_times, "cases": []}
+           "baseline_us": [b.time_us for b in result.baseline], "torch": torch_times, "cases": [],
+           "rung_seconds": result.rung_seconds, "notes": result.notes,
+           "trajectory": [[round(p.t, 1), p.origin, p.outcome, p.speedup] for p in result.trajectory]}
     for i, base in enumerate(result.baseline):
         us = best.per_case[i].value_us if best and i < len(best.per_case) else base.time_us
         nbytes = result.case_bytes[i] if i < len(result.case_bytes) else 0

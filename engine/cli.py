@@ -96,20 +96,63 @@ def _cmd_bench(args: argparse.Namespace) -> int:
     task = _task(args.target)
     device = _device(args.device)
     progress = None if args.json else _stderr_progress
+    from .profile.measured import classify, measured_findings
+
     with WorkerPool() as pool:
         harness = run_harness(pool, task, None, device, on_progress=progress)
         result = bench(pool, task, device, rep_ms=args.rep_ms, on_progress=progress) if (harness.accepted and is_gpu(device)) else None
+    places = [classify(c, result.ceilings) for c in result.cases] if result and result.ceilings else []
+    ncu = None
+    if args.ncu and result is not None:
+        from .profile.ncu import ncu_report
+
+        ncu = ncu_report(task, args.ncu_case)
     if args.json:
         out = {"kernel": task.kernel, "file": task.file, "device": device, "harness": harness, "bench": result,
+               "roofline": places, "findings": [dict(zip(("code", "severity", "message"), f))
+                                                for f in measured_findings(places)], "ncu": ncu,
                "timing": "measured" if result else "none: no GPU, the CPU interpreter only checks correctness"}
         print(msgspec.json.format(msgspec.json.encode(out), indent=2).decode())
     else:
         print_harness(task, device, harness)
         if result is not None:
-            print_bench(result)
+            print_bench(result, places, measured_findings(places), ncu)
         elif harness.accepted:
             print("No timing: there is no GPU here, and the CPU interpreter only checks correctness.")
     return EXIT_OK if harness.accepted else EXIT_FINDINGS
+
+
+def _cmd_profile(args: argparse.Namespace) -> int:
+    import msgspec
+
+    from .evaluate.devices import gpu_count
+    from .profile.whole_program import run_profile
+    from .store import Store
+    from .store.db import store_root
+
+    if not args.script.is_file():
+        raise UsageError(f"{args.script}: no such file")
+    if not gpu_count():
+        raise UsageError("kernelbrain profile needs a GPU: torch.profiler ranks CUDA kernels by GPU time, and "
+                         "there is none here")
+    script = args.script.resolve()
+    root = (args.root or Path.cwd()).resolve()
+    try:
+        result = run_profile(script, list(args.args), root)
+    except RuntimeError as exc:
+        print(f"kernelbrain: {exc}", file=sys.stderr)
+        return EXIT_FINDINGS
+    store = Store(store_root(script))
+    store.save_profile(str(script), result.total_us, [
+        {"kernel": k.kernel, "file": k.file, "share": k.share, "time_us": k.device_us, "calls": k.calls}
+        for k in result.kernels if k.kernel])
+    if args.json:
+        print(msgspec.json.format(msgspec.json.encode(result), indent=2).decode())
+    else:
+        from .report_text import print_profile
+
+        print_profile(result)
+    return EXIT_OK
 
 
 def _cmd_init(args: argparse.Namespace) -> int:
@@ -250,7 +293,16 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--device", default="auto", help="auto (default), cpu, cuda or cuda:N")
     p.add_argument("--json", action="store_true")
     p.add_argument("--rep-ms", type=float, default=300.0, help="timing budget per case (ms)")
+    p.add_argument("--ncu", action="store_true", help="add Nsight Compute data (speed of light, occupancy, stalls)")
+    p.add_argument("--ncu-case", type=int, default=0, help="which case Nsight Compute profiles (default 0)")
     p.set_defaults(handler=_cmd_bench)
+
+    p = sub.add_parser("profile", help="rank a script's GPU kernels by share of GPU time (needs a GPU)")
+    p.add_argument("script", type=Path, metavar="SCRIPT")
+    p.add_argument("args", nargs=argparse.REMAINDER, metavar="ARGS")
+    p.add_argument("--root", type=Path, help="workspace to map Triton kernels back to (default: current folder)")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(handler=_cmd_profile)
 
     p = sub.add_parser("init", help="scaffold a task harness for a kernel")
     p.add_argument("target", metavar="FILE::KERNEL")

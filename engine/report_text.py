@@ -39,16 +39,40 @@ def print_verify(report) -> None:
         console.print(f"geomean speedup {report.timing.speedup:.3f}x: [bold]{report.timing.verdict}[/]")
 
 
-def print_bench(result) -> None:
-    t = Table("case", "median ms", "spread", "GB/s", "TFLOP/s", "of ceiling", "bound")
+def print_bench(result, places=(), findings=(), ncu=None) -> None:
+    t = Table("case", "median ms", "spread", "GB/s", "TFLOP/s", "of ceiling", "roofline")
+    by_label = {p.label: p for p in places}
     for c in result.cases:
+        place = by_label.get(c.label)
         t.add_row(c.label, f"{c.median_ms:.4f}", f"{c.spread:.1%}", f"{c.gbps:.0f}",
                   f"{c.tflops:.0f}" if c.tflops else "-",
-                  f"{c.fraction_of_ceiling:.1%}" if c.fraction_of_ceiling is not None else "-", c.bound)
+                  f"{c.fraction_of_ceiling:.1%}" if c.fraction_of_ceiling is not None else "-",
+                  place.summary if place else c.bound)
     console.print(t)
     if result.ceilings is not None:
         ce = result.ceilings
         console.print(f"ceilings ({ce.device_name}): copy {ce.copy_gbps:.0f} GB/s, bf16 matmul {ce.bf16_tflops:.0f} TFLOP/s")
+    for code, _, message in findings:
+        console.print(f"{code} {message}", markup=False)
+    if ncu is not None:
+        if not ncu.kernels:
+            console.print(f"Nsight Compute: {ncu.message}", markup=False)
+        for k in ncu.kernels:
+            stalls = ", ".join(f"{r} {v:.1f}" for r, v in k.top_stalls)
+            console.print(f"Nsight Compute {k.name}: {k.duration_us:.1f} us, SOL memory {k.memory_sol_pct}% / compute "
+                          f"{k.compute_sol_pct}%, DRAM {k.dram_pct}%, occupancy {k.achieved_occupancy_pct}%, "
+                          f"{k.registers} regs, local ld/st {k.local_loads}/{k.local_stores}; top stalls: {stalls}",
+                          markup=False)
+
+
+def print_profile(result) -> None:
+    t = Table("#", "kernel", "GPU time (us)", "calls", "share", "Amdahl ceiling", "source")
+    for k in result.kernels[:20]:
+        src = f"{k.file}:{k.line}" if k.file else ("" if not k.triton else "?")
+        t.add_row(str(k.rank), k.name[:60], f"{k.device_us:.1f}", str(k.calls), f"{k.share:.1%}",
+                  f"{k.amdahl:.2f}x", src)
+    console.print(t)
+    console.print(f"total GPU time {result.total_us / 1000:.2f} ms in {result.script}")
 
 
 def print_search(result) -> None:

@@ -1,0 +1,48 @@
+"""The measured view: a case's time against the device's ceilings gives its roofline class and,
+where it falls short, a KB3xx diagnostic that says by how much."""
+
+from __future__ import annotations
+
+import msgspec
+
+from ..evaluate.messages import CaseBench, Ceilings
+
+LATENCY_BOUND_US = 10.0  # below this a kernel is dominated by launch and memory latency
+
+
+class RooflinePlace(msgspec.Struct):
+    label: str
+    bound: str  # "memory" | "compute" | "latency"
+    fraction: float  # of the relevant ceiling
+    summary: str
+
+
+def classify(case: CaseBench, ceilings: Ceilings) -> RooflinePlace:
+    us = case.median_ms * 1000
+    if us < LATENCY_BOUND_US:
+        return RooflinePlace(case.label, "latency", case.gbps / ceilings.copy_gbps,
+                             f"latency-bound: {us:.1f} us per call, too short to reach bandwidth "
+                             f"({case.gbps:.0f} GB/s = {case.gbps / ceilings.copy_gbps:.0%} of copy)")
+    if case.bound == "compute" and case.tflops is not None:
+        frac = case.tflops / ceilings.bf16_tflops
+        return RooflinePlace(case.label, "compute", frac,
+                             f"compute-bound at {frac:.0%} of the {ceilings.bf16_tflops:.0f} TFLOP/s matmul rate "
+                             f"({case.tflops:.0f} TFLOP/s)")
+    frac = case.gbps / ceilings.copy_gbps
+    return RooflinePlace(case.label, "memory", frac,
+                         f"memory-bound at {frac:.0%} of the {ceilings.copy_gbps:.0f} GB/s copy bandwidth "
+                         f"({case.gbps:.0f} GB/s)")
+
+
+def measured_findings(places: list[RooflinePlace]) -> list[tuple[str, str, str]]:
+    """(code, severity, message): KB301 memory-bound far from bandwidth, KB302 compute-bound far
+    from the matmul rate, KB303 latency-bound."""
+    out = []
+    for p in places:
+        if p.bound == "memory" and p.fraction < 0.6:
+            out.append(("KB301", "warning", f"{p.label}: {p.summary}; a well-written streaming kernel reaches ~90%."))
+        elif p.bound == "compute" and p.fraction < 0.5:
+            out.append(("KB302", "warning", f"{p.label}: {p.summary}; a tuned Triton matmul reaches ~0.9x cuBLAS."))
+        elif p.bound == "latency":
+            out.append(("KB303", "information", f"{p.label}: {p.summary}; fuse it with neighbours or batch calls."))
+    return out
