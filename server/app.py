@@ -213,7 +213,28 @@ class KernelBrainServer(LanguageServer):
         if view is not None:
             for v in view.views:
                 findings.extend(v.findings)
+        findings.extend(self.measured_findings(state))
         return findings
+
+    def measured_findings(self, state: FileState) -> list[Finding]:
+        """KB3xx from the latest measured search of each kernel, while the kernel is as measured."""
+        from kernelbrain.engine.profile.measured import measured_findings, places_from_result
+
+        from .results import changed_functions
+
+        out: list[Finding] = []
+        current = None
+        for k in state.index.launchable:
+            result = self.results.get(state.path, k.name)
+            if result is None or not result.measured:
+                continue
+            current = current if current is not None else (self.current_text(state.uri) or "")
+            if changed_functions(result.original, current, [k.name, result.entry]):
+                continue
+            for code, severity, message in measured_findings(places_from_result(result)):
+                out.append(Finding(code, message + " (measured by the last search)", k.name_span, severity, k.name,
+                                   state.path))
+        return out
 
     def publish(self, state: FileState) -> None:
         from .features.diagnostics import to_diagnostics

@@ -46,3 +46,25 @@ def measured_findings(places: list[RooflinePlace]) -> list[tuple[str, str, str]]
         elif p.bound == "latency":
             out.append(("KB303", "information", f"{p.label}: {p.summary}; fuse it with neighbours or batch calls."))
     return out
+
+
+def places_from_result(result) -> list[RooflinePlace]:
+    """Roofline places of a measured search's baseline (the kernel as the user has it)."""
+    if not result.measured or not result.ceilings:
+        return []
+    ce = Ceilings("device", result.ceilings.get("copy_gbps", 0.0), result.ceilings.get("bf16_tflops", 0.0))
+    if not ce.copy_gbps:
+        return []
+    ridge = ce.bf16_tflops * 1e3 / ce.copy_gbps  # FLOP per byte where the two roofs meet
+    out = []
+    for i, base in enumerate(result.baseline):
+        nbytes = result.case_bytes[i] if i < len(result.case_bytes) else 0
+        flops = result.case_flops[i] if i < len(result.case_flops) else None
+        if not nbytes or not base.time_us:
+            continue
+        gbps = nbytes / base.time_us / 1e3
+        tflops = flops / base.time_us / 1e6 if flops else None
+        bound = "compute" if flops and flops / nbytes > ridge / 4 else "memory"
+        case = CaseBench(base.label, base.time_us / 1000, 0.0, nbytes, flops, gbps, tflops, None, bound, False)
+        out.append(classify(case, ce))
+    return out

@@ -58,8 +58,10 @@ def workspace_kernels(root: Path) -> dict[str, tuple[str, int]]:
 def run_profile(script: Path, args: list[str], root: Path, timeout_s: float = 1800.0) -> ProfileResult:
     with tempfile.TemporaryDirectory() as d:
         out = Path(d) / "rows.json"
+        # The script's own output goes to stderr: stdout belongs to `kernelbrain profile --json`
+        # (on an H200 an inherited stdout made that JSON unreadable).
         proc = subprocess.run([sys.executable, "-m", "kernelbrain.engine.profile.torch_profile", "--out", str(out),
-                               str(script), *args], cwd=script.parent, timeout=timeout_s)
+                               str(script), *args], cwd=script.parent, timeout=timeout_s, stdout=sys.stderr)
         if proc.returncode != 0 or not out.exists():
             raise RuntimeError(f"the script failed under the profiler (exit status {proc.returncode})")
         rows = json.loads(out.read_text())

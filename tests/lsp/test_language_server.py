@@ -181,3 +181,71 @@ async def test_optimize_without_a_harness_says_why(client):
         types.ExecuteCommandParams(command="kernelbrain.optimize", arguments=[uri, "orphan_kernel"]))
     assert result["started"] is False and result["reason"] == "no-harness" and "kernelbrain init" in result["message"]
     await wait_until(lambda: any("cannot optimize `orphan_kernel`" in m.message for m in client.messages), what="message")
+
+
+async def test_measured_view_diagnostics_from_a_stored_gpu_search(examples_copy, tmp_path):
+    """A measured search result in the store puts KB3xx on the kernel, until the kernel changes."""
+    import msgspec
+
+    from kernelbrain.engine.index.builder import source_hash
+    from kernelbrain.engine.search.budget import Budget, Spent
+    from kernelbrain.engine.search.result import BaselineCase, BudgetReport, CandidateCounts, SearchResult
+    from kernelbrain.engine.store import Store, kernel_key
+    from kernelbrain.engine.task import find_task
+
+    task = find_task(examples_copy / "ops" / "gelu.py", "gelu_kernel")
+    original = (examples_copy / "ops" / "gelu.py").read_text()
+    result = SearchResult(
+        kernel="gelu_kernel", file=task.file, device="cuda:0", measured=True,
+        baseline=[BaselineCase("bfloat16[268435456]", 2686.0, True)], variants=[], best=None, time_to_best_s=None,
+        budget=BudgetReport(Budget(), Spent()), candidates=CandidateCounts(), stopped="budget: wall time",
+        case_bytes=[1 << 30], case_flops=[None], ceilings={"copy_gbps": 4218.0, "bf16_tflops": 700.0},
+        original=original, entry="gelu", source_hash=source_hash(original))
+    store = Store(examples_copy)
+    sid = store.start_search(kernel_key(task.file, task.kernel, source_hash(original)), task.file, task.kernel, "cuda:0")
+    store.finish_search(sid, "finished", msgspec.to_builtins(result))
+    store.close()
+    record = tmp_path / "imports.txt"
+    client = await start_client(examples_copy, record, {"compiledView": False})
+    path = examples_copy / "ops" / "gelu.py"
+    uri = open_file(client, path)
+    await wait_until(lambda: "KB301" in codes(client, uri), what="a measured-view diagnostic")
+    kb301 = next(d for d in client.diagnostics[uri] if d.code == "KB301")
+    assert "memory-bound at 9%" in kb301.message and "measured by the last search" in kb301.message
+    replace_text(client, uri, original.replace("inner = 0.7978845608028654", "inner = 0.79788456"), 2)
+    await wait_until(lambda: "KB301" not in codes(client, uri), what="KB301 to go once the kernel changed")
+    await stop_client(client)
+    assert not record.exists()
+
+
+async def test_no_harness_quick_fix_scaffolds_through_apply_edit(client):
+    path = client.workspace_root / "ops" / "lonely.py"
+    path.write_text((client.workspace_root / "ops" / "gelu.py").read_text().split("def gelu_ref")[0]
+                    .replace("gelu", "lonely"))
+    uri = open_file(client, path)
+    await wait_until(lambda: "KB003" in codes(client, uri), what="the no-harness hint")
+    diag = next(d for d in client.diagnostics[uri] if d.code == "KB003")
+    received = []
+
+    @client.feature(types.WORKSPACE_APPLY_EDIT)
+    def apply_edit(params: types.ApplyWorkspaceEditParams):
+        received.append(params)
+        return types.ApplyWorkspaceEditResult(applied=True)
+
+    actions = await client.text_document_code_action_async(types.CodeActionParams(
+        text_document=doc(uri), range=diag.range,
+        context=types.CodeActionContext(diagnostics=[diag], only=[types.CodeActionKind.QuickFix])))
+    (fix,) = actions
+    assert fix.title == "Create a task harness for `lonely_kernel`" and fix.kind == types.CodeActionKind.QuickFix
+    result = await client.workspace_execute_command_async(types.ExecuteCommandParams(
+        command=fix.command.command, arguments=fix.command.arguments))
+    assert result["applied"] is True and received
+    changes = received[0].edit.document_changes
+    created = [c.uri for c in changes if isinstance(c, types.CreateFile)]
+    assert created == [(client.workspace_root / "ops" / "lonely_harness.py").as_uri()]
+    edits = {c.text_document.uri: c.edits for c in changes if isinstance(c, types.TextDocumentEdit)}
+    stub = edits[created[0]][0].new_text
+    assert "def lonely_reference(x: torch.Tensor):" in stub and "fill in" in stub
+    config_edit = "".join(e.new_text for e in edits[(client.workspace_root / "kernelbrain.toml").as_uri()])
+    assert 'kernel = "lonely_kernel"' in config_edit and 'entry = "lonely"' in config_edit
+    assert not (client.workspace_root / "ops" / "lonely_harness.py").exists()  # the editor writes, not the server

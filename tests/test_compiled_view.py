@@ -1,0 +1,83 @@
+"""The compiled view without a GPU (AOT for sm_90): load widths follow alignment, spills appear
+when the register budget forces them, the matmul uses tensor cores."""
+
+from __future__ import annotations
+
+import pytest
+
+from kernelbrain.engine.evaluate.pool import WorkerPool
+from kernelbrain.engine.profile.view import CompiledViewRequest, CompiledViewService
+
+from .conftest import EXAMPLES
+
+COPY = '''import triton
+import triton.language as tl
+
+@triton.jit
+def copy_kernel(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    tl.store(out_ptr + offs, tl.load(x_ptr + offs + SHIFT, mask=offs < n), mask=offs < n)
+
+def run(x, out):
+    copy_kernel[(1,)](x, out, x.numel(), BLOCK=1024)
+'''
+
+
+@pytest.fixture(scope="module")
+def service():
+    with WorkerPool() as pool:
+        yield CompiledViewService(pool)
+
+
+def view(service, path: str, source: str, **kw):
+    (v,) = service.view(CompiledViewRequest(path, source, **kw)).views
+    return v
+
+
+def test_128_bit_loads_only_where_alignment_allows(service, tmp_path):
+    aligned = view(service, str(tmp_path / "a.py"), COPY.replace("SHIFT", "0"))
+    shifted = view(service, str(tmp_path / "b.py"), COPY.replace("SHIFT", "1"))
+    assert aligned.source == "launch site" and "assumed" in aligned.note
+    assert set(aligned.facts[0].global_load_bits) == {"128"}
+    assert "128" not in shifted.facts[0].global_load_bits and set(shifted.facts[0].global_load_bits) == {"32"}
+    assert "KB202" not in [f.code for f in aligned.findings]
+
+
+def test_spills_when_maxnreg_forces_them(service, tmp_path):
+    source = (EXAMPLES / "ops" / "softmax.py").read_text().replace("BLOCK_SIZE=1024)", "BLOCK_SIZE=8192, num_warps=4)")
+    free = view(service, str(tmp_path / "s.py"), source)
+    capped = view(service, str(tmp_path / "s.py"), source, maxnreg=32)
+    assert free.facts[0].n_spills == 0 and free.facts[0].n_regs > 32
+    assert capped.facts[0].n_regs <= 32 and capped.facts[0].n_spills > 0 and capped.facts[0].local_memory_ops > 0
+    (kb201,) = [f for f in capped.findings if f.code == "KB201"]
+    assert f"{capped.facts[0].n_spills} bytes spilled per thread at BLOCK_SIZE=8192, num_warps=4" in kb201.message
+
+
+def test_matmul_uses_tensor_cores_and_first_draft_gelu_loads_narrow(service):
+    path = EXAMPLES / "ops" / "matmul.py"
+    mm = view(service, str(path), path.read_text())
+    assert mm.source == "harness" and all(f.tensor_core_ops > 0 for f in mm.facts)
+    assert "KB204" not in [f.code for f in mm.findings]
+    gelu = EXAMPLES / "ops" / "gelu.py"
+    g = view(service, str(gelu), gelu.read_text())
+    assert g.facts[0].global_load_bits == {"32": 1}
+    assert "KB202" in [f.code for f in g.findings]
+
+
+def test_fp32_ieee_dot_has_no_tensor_cores(service, tmp_path):
+    src = '''import triton
+import triton.language as tl
+
+@triton.jit
+def mm(a_ptr, b_ptr, c_ptr, B: tl.constexpr):
+    r = tl.arange(0, B)
+    a = tl.load(a_ptr + r[:, None] * B + r[None, :])
+    b = tl.load(b_ptr + r[:, None] * B + r[None, :])
+    tl.store(c_ptr + r[:, None] * B + r[None, :], tl.dot(a, b, input_precision="ieee"))
+
+def run(a, b, c):
+    mm[(1,)](a, b, c, B=32)
+'''
+    v = view(service, str(tmp_path / "mm.py"), src)
+    assert v.facts[0].tensor_core_ops == 0
+    assert "KB204" in [f.code for f in v.findings]
