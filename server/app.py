@@ -22,7 +22,7 @@ from kernelbrain.engine import agent_protocol as p
 from kernelbrain.engine.check import iter_python_files
 from kernelbrain.engine.findings import Finding
 from kernelbrain.engine.index.builder import source_hash
-from kernelbrain.engine.task import TaskError, find_task
+from kernelbrain.engine.task.discover import harness_config
 
 from .debounce import Debouncer
 from .engine_bridge import EngineBridge, EngineUnavailable
@@ -151,19 +151,11 @@ class KernelBrainServer(LanguageServer):
     def _harness_hints(self, state: FileState) -> list[Finding]:
         if not self.settings.harness_hints:
             return []
-        out = []
-        for k in state.index.launchable:
-            try:
-                find_task(state.path, k.name)
-            except TaskError as exc:
-                if exc.code == "no-harness":
-                    out.append(Finding(NO_HARNESS, f"`{k.name}` has no task harness, so it cannot be optimized or "
-                                                   "verified: add a [[tasks]] entry (entry, reference, inputs) or use "
-                                                   "the quick fix to scaffold one.", k.name_span, "hint", k.name,
-                                       state.path))
-            except Exception:  # a broken config is reported when the user asks to optimize
-                continue
-        return out
+        source = self.current_text(state.uri) if state.index.launchable else None
+        return [Finding(NO_HARNESS, f"`{k.name}` has no task harness, so it cannot be optimized or verified: add a "
+                                    "[[tasks]] entry (entry, reference, inputs) or use the quick fix to scaffold one.",
+                        k.name_span, "hint", k.name, state.path)
+                for k in state.index.launchable if harness_config(state.path, k.name, source) is None]
 
     def _spawn(self, coro) -> None:
         task = asyncio.get_running_loop().create_task(coro)

@@ -11,7 +11,7 @@ import msgspec
 
 from kernelbrain.engine.search.result import SearchResult, Variant
 from kernelbrain.engine.store import Store
-from kernelbrain.engine.task import TaskError, find_task
+from kernelbrain.engine.task.discover import harness_config
 
 from .rebase import Rebased, rebase
 
@@ -85,16 +85,15 @@ def changed_functions(original: str, current: str, names: list[str]) -> list[str
 
 def load_from_store(path: str, kernel: str) -> SearchResult | None:
     """The latest finished search of this kernel, from `.kernelbrain/` beside its harness config."""
-    try:
-        task = find_task(path, kernel)
-    except TaskError:
+    config = harness_config(path, kernel)
+    if config is None:
         return None
-    root = Path(task.config).parent if task.config else Path(task.file).parent
+    root = config.parent
     if not (root / ".kernelbrain" / "kernelbrain.db").exists():
         return None
     store = Store(root)
     try:
-        record = store.latest_result(task.file, kernel)
+        record = store.latest_result(str(Path(path).resolve()), kernel)
     finally:
         store.close()
     if record is None or not record["result"]:

@@ -60,6 +60,39 @@ def load_tasks(config: Path) -> list[TaskSpec]:
         raise TaskError(f"{_rel(config)}: {where}: {exc}", "config") from exc
 
 
+_SPEC_CACHE: dict[Path, tuple[float, list[TaskSpec]]] = {}
+
+
+def _cached_specs(config: Path) -> list[TaskSpec]:
+    """A config's tasks, re-read only when the file changes (broken configs read as none)."""
+    try:
+        mtime = config.stat().st_mtime
+    except OSError:
+        return []
+    hit = _SPEC_CACHE.get(config)
+    if hit is None or hit[0] != mtime:
+        try:
+            specs = load_tasks(config)
+        except TaskError:
+            specs = []
+        _SPEC_CACHE[config] = hit = (mtime, specs)
+    return hit[1]
+
+
+def harness_config(file: str | Path, kernel: str, source: str | None = None) -> Path | None:
+    """The config declaring a task for `file::kernel` (or the file itself for a KernelBench
+    task), without parsing the file: cheap enough for the editor to ask on every analysis."""
+    path = Path(file).resolve()
+    for config in config_files(path):
+        if any((config.parent / s.file).resolve() == path and s.kernel == kernel for s in _cached_specs(config)):
+            return config
+    if source is not None and all(f"{kw} {name}" in source for kw, name in
+                                  (("class", "Model"), ("class", "ModelNew"), ("def", "get_inputs"),
+                                   ("def", "get_init_inputs"))):
+        return path
+    return None
+
+
 def _functions(tree: ast.Module) -> dict[str, ast.FunctionDef]:
     return {n.name: n for n in tree.body if isinstance(n, ast.FunctionDef)}
 
