@@ -292,6 +292,15 @@ class KernelBrainServer(LanguageServer):
     async def shutdown_engine(self) -> None:
         await self.engine.stop()
 
+    def find_offer(self, uri: str | None, kernel: str | None, variant_id: str | None):
+        """(path, current text, offer) for a variant of a kernel in a document; offer None if gone."""
+        path = to_fs_path(uri) if uri else None
+        current = self.current_text(uri) if uri else None
+        if not path or current is None:
+            return path, current, None
+        offer = next((o for o in self.results.offers(path, kernel, current) if o.variant.id == variant_id), None)
+        return path, current, offer
+
     # -- profiles ---------------------------------------------------------------------------
     def profile_share(self, path: str, kernel: str) -> str | None:
         """"31% of GPU time in train.py" from the latest `kernelbrain profile` that ran this kernel."""

@@ -28,7 +28,7 @@ from ..task.scaffold import STUB_MARK
 from ..task.spec import Task
 from . import shapes
 from .audit import AuditMode
-from .compare import Comparison, bitwise_equal, compare
+from .compare import bitwise_equal, compare
 from .messages import CaseResult, HarnessResult, RunHarness, StageResult
 
 # The CPU interpreter runs ~1 s per 1,024 programs: above this many input elements a case is

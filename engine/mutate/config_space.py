@@ -28,14 +28,7 @@ MAX_PROPOSALS = 48
 
 def tile_params(ctx: MutationContext) -> list[str]:
     """Constexpr parameters that size the tile (used as `tl.arange` bounds or loop steps)."""
-    kv = ctx.kernel
-    names = [d for d in kv.arange_bounds() if d in kv.kernel.constexprs]
-    for loop in kv.loops:
-        if isinstance(loop, ast.For) and isinstance(loop.iter, ast.Call) and len(loop.iter.args) == 3:
-            step = loop.iter.args[2]
-            if isinstance(step, ast.Name) and step.id in kv.kernel.constexprs and step.id not in names:
-                names.append(step.id)
-    return names
+    return ctx.kernel.tile_constexprs()
 
 
 def _grid_node(lv) -> ast.expr | None:

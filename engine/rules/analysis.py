@@ -227,6 +227,16 @@ class KernelView:
                 return loop
         return None
 
+    def tile_constexprs(self) -> list[str]:
+        """Constexprs that size the tile: `tl.arange` bounds and steps of `range(0, N, STEP)` loops."""
+        names = [d for d in self.arange_bounds() if d in self.kernel.constexprs]
+        for loop in self.loops:
+            if isinstance(loop, ast.For) and isinstance(loop.iter, ast.Call) and len(loop.iter.args) == 3:
+                step = loop.iter.args[2]
+                if isinstance(step, ast.Name) and step.id in self.kernel.constexprs and step.id not in names:
+                    names.append(step.id)
+        return names
+
     def arange_bounds(self) -> list[str]:
         """Names used as `tl.arange(0, NAME)` upper bounds: the tile dimensions."""
         out: list[str] = []

@@ -234,17 +234,8 @@ def case_time_us(case: CaseLaunches, facts: dict[int, CompiledFacts | None], sou
 
 def tile_names(source: str, kernel: str) -> list[str]:
     """Constexprs that size the kernel's tile (`tl.arange` bounds and loop steps)."""
-    pm = parse_module(source)
-    kv = next((k for k in kernel_views(pm) if k.name == kernel), None)
-    if kv is None:
-        return []
-    names = [d for d in kv.arange_bounds() if d in kv.kernel.constexprs]
-    for loop in kv.loops:
-        if isinstance(loop, ast.For) and isinstance(loop.iter, ast.Call) and len(loop.iter.args) == 3:
-            step = loop.iter.args[2]
-            if isinstance(step, ast.Name) and step.id in kv.kernel.constexprs and step.id not in names:
-                names.append(step.id)
-    return names
+    kv = next((k for k in kernel_views(parse_module(source)) if k.name == kernel), None)
+    return kv.tile_constexprs() if kv is not None else []
 
 
 def matmul_flops(case: CaseLaunches) -> int | None:

@@ -103,11 +103,9 @@ def register(server) -> None:
     async def apply_variant(ls, *args):
         """Apply a verified variant as a versioned edit, unless its kernel changed since the search."""
         uri, kernel, variant_id = (list(args) + [None] * 3)[:3]
-        path = to_fs_path(uri) if uri else None
-        current = ls.current_text(uri) if uri else None
+        path, current, offer = ls.find_offer(uri, kernel, variant_id)
         if not path or current is None:
             return {"applied": False, "reason": "no such document"}
-        offer = next((o for o in ls.results.offers(path, kernel, current) if o.variant.id == variant_id), None)
         if offer is None:
             msg = f"KernelBrain: variant {variant_id} of `{kernel}` is no longer available"
             ls.tell(msg, types.MessageType.Warning)

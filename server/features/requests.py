@@ -5,8 +5,6 @@ from __future__ import annotations
 import difflib
 import os
 
-from pygls.uris import to_fs_path
-
 from kernelbrain.engine import agent_protocol as p
 from kernelbrain.engine.search.explain import unified_diff
 
@@ -28,11 +26,9 @@ def register(server) -> None:
         """{uri, kernel, id} -> the variant's full new text, its diff against the document now, and
         its explanation (for a preview before applying)."""
         uri, kernel, vid = _get(params, "uri"), _get(params, "kernel"), _get(params, "id")
-        path = to_fs_path(uri) if uri else None
-        current = ls.current_text(uri) if uri else None
+        path, current, offer = ls.find_offer(uri, kernel, vid)
         if not path or current is None:
             return {"found": False, "reason": "no such document"}
-        offer = next((o for o in ls.results.offers(path, kernel, current) if o.variant.id == vid), None)
         if offer is None:
             return {"found": False, "reason": f"no variant {vid} for {kernel}"}
         v = offer.variant

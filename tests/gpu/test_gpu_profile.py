@@ -28,7 +28,6 @@ def test_roofline_fraction_agrees_with_hand_computation(op):
     import importlib.util
 
     import torch
-    import triton
 
     task = find_task(EXAMPLES / "ops" / f"{op}.py", f"{op}_kernel")
     with WorkerPool() as pool:
