@@ -46,9 +46,11 @@ def harness_timeout(device: str) -> float:
 
 def run_harness(pool: WorkerPool, task: Task, source: str | None, device: str, seed: int = 0,
                 on_progress: Callable[[m.Progress], None] | None = None,
-                timeout_s: float | None = None) -> m.HarnessResult:
-    """The five stages in a worker; a dead or hung worker becomes a rejected result."""
-    req = m.RunHarness(task, source, candidate_id(source) if source else "original", seed, full_cases=is_gpu(device))
+                timeout_s: float | None = None, stages: list[str] | None = None) -> m.HarnessResult:
+    """The correctness stages (all five by default) in a worker; a dead or hung worker becomes a
+    rejected result."""
+    req = m.RunHarness(task, source, candidate_id(source) if source else "original", seed,
+                       list(stages or m.STAGES), full_cases=is_gpu(device))
     try:
         answer = pool.call(device, req, timeout_s or harness_timeout(device), on_progress)
     except WorkerDied as d:

@@ -33,7 +33,7 @@ from ..evaluate.devices import is_gpu
 from ..evaluate.policy import static_gate
 from ..evaluate.pool import WorkerDied, WorkerPool
 from ..evaluate.stats import geomean
-from ..evaluate.verify import harness_timeout, run_harness
+from ..evaluate.verify import run_harness
 from ..index.builder import source_hash
 from ..mutate import MutationContext, load_mutators
 from ..store import Store, kernel_key
@@ -234,16 +234,14 @@ class Search:
         except WorkerDied as d:
             node.outcome = f"compile-died:{d.kind}"
 
-    def _harness(self, node: Node, stages: list[str]) -> m.HarnessResult:
-        """Some or all correctness stages; a dead or hung worker becomes a rejection."""
-        req = m.RunHarness(self.task, node.source, node.id, self.seed, stages, full_cases=self.gpu)
+    def _harness(self, source: str | None, stages: list[str]) -> m.HarnessResult:
+        """Some or all correctness stages (`source` None: the original), GPU seconds accounted."""
+        t0 = time.monotonic()
         try:
-            answer = self._call(self.device, req, harness_timeout(self.device))
-        except WorkerDied as d:
-            return m.HarnessResult(False, d.stage or "load", d.kind, d.message)
-        if isinstance(answer, m.WorkerError):
-            return m.HarnessResult(False, "load", answer.reason, answer.message)
-        return answer
+            return run_harness(self.pool, self.task, source, self.device, self.seed, stages=stages)
+        finally:
+            if self.gpu:
+                self.meter.spent.gpu_s += time.monotonic() - t0
 
     def _time_ab(self, node: Node, rep_ms: float, cases: list[int] | None, noise: bool) -> m.TimingResult | None:
         req = m.TimeAB(self.task, node.source, node.id, rep_ms=rep_ms, noise_check=noise, seed=self.seed, cases=cases)
@@ -261,9 +259,7 @@ class Search:
     def _baseline(self) -> None:
         self._emit("rung", "checking the original against its harness")
         t0 = time.monotonic()
-        result = run_harness(self.pool, self.task, None, self.device, self.seed)
-        if self.gpu:
-            self.meter.spent.gpu_s += time.monotonic() - t0
+        result = self._harness(None, list(m.STAGES))
         self._timed("baseline", t0)
         if not result.accepted:
             raise SearchError(f"the original kernel fails its own harness ({result.stage}: {result.reason}): "
@@ -428,7 +424,7 @@ class Search:
                 continue
             self._stage("smoke")
             t0 = time.monotonic()
-            res = self._harness(node, ["smoke"])
+            res = self._harness(node.source, ["smoke"])
             self._timed("smoke", t0)
             if not res.accepted:
                 self._end(node, "rejected", "smoke", res.reason, res.message)
@@ -461,7 +457,7 @@ class Search:
                 continue
             self._stage("full")
             t0 = time.monotonic()
-            res = self._harness(node, list(m.STAGES))
+            res = self._harness(node.source, list(m.STAGES))
             self._timed("full", t0)
             node.harness = res
             if not res.accepted:
