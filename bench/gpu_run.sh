@@ -1,22 +1,59 @@
 #!/usr/bin/env bash
-# Everything the GPU machine runs for the evaluation issue, in one call (device time is scarce).
-# Usage (on the GPU machine, repo root, wheels carried in .whl/): bench/gpu_run.sh
+# Everything the GPU machine runs for the benchmarks, in few calls (device time is scarce).
+# Usage (on the GPU machine, repo root, wheels carried in .whl/): bench/gpu_run.sh STEP...
+#   tests          pytest -m gpu tests/gpu (KB_PYTEST_K selects)
+#   search         bench/gpu_search.py $KB_SEARCH_ARGS (KB_SEARCH_TIMEOUT seconds, default 560)
+#   verify         bench/gpu_verify.py $KB_VERIFY_ARGS
+#   queue:N        run the command line in $KB_QUEUE_N on GPU N in its own process session, so it
+#                  outlives this call (the device machine keeps setsid processes until it goes
+#                  back); its files collect in $KB_RESULTS/gpuN
+#   wait:SECONDS   wait until every queue finished or SECONDS passed, then copy $KB_RESULTS to $OUT
+# A queue is how work longer than one call's 10 minutes runs: start the queues in one call, then
+# `wait:` in the following calls until they are done; each call brings back what finished.
 set -uo pipefail
 OUT=${OUT:-/tmp/kb-out}
-mkdir -p "$OUT"
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
-export PYTHONPATH=/tmp/site PYTHONUNBUFFERED=1
-python3 -m pip install -q --no-deps --no-build-isolation -e . >"$OUT/install.log" 2>&1 || { cat "$OUT/install.log"; exit 1; }
-{
-  nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
-  python3 -c "import sys, torch, triton; print('python', sys.version.split()[0], 'torch', torch.__version__, 'triton', triton.__version__)"
-  python3 -c "import kernelbrain.engine.cli, kernelbrain.server.app, sys; assert 'torch' not in sys.modules; print('kernelbrain imports (server without torch): ok')"
-} 2>&1 | tee "$OUT/env.txt"
+RESULTS=${KB_RESULTS:-/tmp/kb-results}
+mkdir -p "$OUT" "$RESULTS"
+if [ -z "${KB_INSTALLED:-}" ]; then
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
+  export PYTHONPATH=/tmp/site PYTHONUNBUFFERED=1
+  python3 -m pip install -q --no-deps --no-build-isolation -e . >"$OUT/install.log" 2>&1 || { cat "$OUT/install.log"; exit 1; }
+  {
+    nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
+    python3 -c "import sys, torch, triton; print('python', sys.version.split()[0], 'torch', torch.__version__, 'triton', triton.__version__)"
+    python3 -c "import kernelbrain.engine.cli, kernelbrain.server.app, sys; assert 'torch' not in sys.modules; print('kernelbrain imports (server without torch): ok')"
+  } 2>&1 | tee "$OUT/env.txt"
+  export KB_INSTALLED=1
+fi
 for step in "$@"; do
   case "$step" in
     tests) timeout 400 python3 -m pytest -m gpu tests/gpu -q -p no:cacheprovider ${KB_PYTEST_K:+-k "$KB_PYTEST_K"} 2>&1 | tee "$OUT/pytest-gpu.log" | tail -25 ;;
-    search) timeout 560 python3 bench/gpu_search.py --out "$OUT" ${KB_SEARCH_ARGS:-} 2>&1 | tee "$OUT/gpu_search.log" ;;
+    search) timeout "${KB_SEARCH_TIMEOUT:-560}" python3 bench/gpu_search.py --out "$OUT" ${KB_SEARCH_ARGS:-} 2>&1 | tee "$OUT/gpu_search.log" ;;
     verify) timeout 400 python3 bench/gpu_verify.py --out "$OUT/gpu_verify.json" ${KB_VERIFY_ARGS:-} 2>&1 | tee "$OUT/gpu_verify.log" ;;
+    queue:*)
+      n=${step#queue:}
+      var=KB_QUEUE_$n
+      mkdir -p "$RESULTS/gpu$n"
+      echo "queue $n: ${!var}" | tee "$RESULTS/gpu$n/queue.txt"
+      setsid env CUDA_VISIBLE_DEVICES="$n" OUT="$RESULTS/gpu$n" bash -c "${!var}; echo \$? > '$RESULTS/gpu$n/done'" \
+        >"$RESULTS/gpu$n/queue.log" 2>&1 </dev/null &
+      ;;
+    wait:*)
+      deadline=$((SECONDS + ${step#wait:}))
+      while [ $SECONDS -lt $deadline ]; do
+        pending=0
+        for q in "$RESULTS"/gpu*/queue.txt; do [ -e "$(dirname "$q")/done" ] || pending=1; done
+        [ $pending = 0 ] && break
+        sleep 10
+      done
+      for q in "$RESULTS"/gpu*/queue.txt; do
+        d=$(dirname "$q")
+        echo "== $(basename "$d"): $([ -e "$d/done" ] && echo "done, exit $(cat "$d/done")" || echo running)"
+        grep -E "^(==|   |ceilings)" "$d/queue.log" | tail -40
+        tail -3 "$d/queue.log"
+      done
+      cp -r "$RESULTS"/. "$OUT"/
+      ;;
     *) echo "unknown step $step" ;;
   esac
 done

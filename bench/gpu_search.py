@@ -105,7 +105,7 @@ def summarize(op: str, result, ceilings, torch_times: dict) -> dict:
 def search(op: str, budget_s: float, pool, dev, **kw):
     ws = workspace()
     task = find_task(ws / "ops" / f"{op}.py", f"{op}_kernel")
-    s = Search(task, device="cuda:0", budget=Budget(wall_s=budget_s, max_candidates=kw.pop("max_candidates", 60)),
+    s = Search(task, device="cuda:0", budget=Budget(wall_s=budget_s, max_candidates=kw.pop("max_candidates")),
                store=Store(ws), pool=pool, device_model=dev, **kw)
     return s.run()
 
@@ -117,6 +117,8 @@ def main() -> int:
     ap.add_argument("--ops", default=",".join(OPS))
     ap.add_argument("--ladder-vs-full", default="")
     ap.add_argument("--full-candidates", type=int, default=16)
+    ap.add_argument("--max-candidates", type=int, default=400)
+    ap.add_argument("--compile-workers", type=int, default=None, help="AOT compile workers per search")
     args = ap.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     rows = []
@@ -127,7 +129,8 @@ def main() -> int:
         for op in [o for o in args.ops.split(",") if o]:
             t0 = time.time()
             try:
-                result = search(op, args.budget, pool, dev)
+                result = search(op, args.budget, pool, dev, max_candidates=args.max_candidates,
+                                compile_workers=args.compile_workers)
                 torch_times = torch_baselines(op)
                 row = summarize(op, result, ce, torch_times)
             except Exception:
@@ -146,8 +149,9 @@ def main() -> int:
                           f"{c['gbps']:6.0f} GB/s = {c['frac_copy']:.1%} of copy; torch.compile {c['compile_us']:.1f} us "
                           f"({c['vs_compile']:.2f}x){extra}", flush=True)
         for op in [o for o in args.ladder_vs_full.split(",") if o]:
-            ladder = search(op, 600, pool, dev, max_candidates=args.full_candidates)
-            full = search(op, 600, pool, dev, max_candidates=args.full_candidates, exhaustive=True)
+            ladder = search(op, 600, pool, dev, max_candidates=args.full_candidates, compile_workers=args.compile_workers)
+            full = search(op, 600, pool, dev, max_candidates=args.full_candidates, exhaustive=True,
+                          compile_workers=args.compile_workers)
             rec = {"op": op, "ladder_gpu_s": ladder.budget.spent.gpu_s, "full_gpu_s": full.budget.spent.gpu_s,
                    "ladder_best": ladder.best, "full_best": full.best,
                    "ladder_best_speedup": next((v.speedup for v in ladder.variants if v.id == ladder.best), None),

@@ -55,7 +55,7 @@ class CeilingCache:
         data[key] = msgspec.to_builtins(ceilings)
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            tmp = self.path.with_suffix(".tmp")
+            tmp = self.path.with_suffix(f".{os.getpid()}.tmp")  # searches on two GPUs may write at once
             tmp.write_text(json.dumps(data, indent=2))
             tmp.replace(self.path)
         except OSError:
