@@ -29,6 +29,7 @@ SHOWCASE = {
     "hints": "softmax",
     "autotune": "gelu",
     "int64-offsets": "softmax",
+    "coarsen-atomics": "col_sum",
 }
 
 
@@ -150,6 +151,43 @@ def test_int64_offsets_only_where_kb104_applies():
     assert "row = tl.program_id(0).to(tl.int64)" in p.source
     assert propose("int64-offsets", task, p.source) == []
     assert propose("int64-offsets", *example("gelu")) == []
+
+
+BLOCK_SUM = textwrap.dedent('''
+    import torch, triton
+    import triton.language as tl
+
+    @triton.jit
+    def k(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+        pid = tl.program_id(0)
+        offs = pid * BLOCK + tl.arange(0, BLOCK)
+        x = tl.load(x_ptr + offs, mask=offs < n, other=0.0)
+        partial = tl.sum(x.to(tl.float32), axis=0)
+        tl.atomic_add(out_ptr, partial)
+
+    def run(x):
+        out = torch.zeros(1, dtype=torch.float32, device=x.device)
+        k[(triton.cdiv(x.numel(), 256),)](x, out, x.numel(), BLOCK=256)
+        return out
+''')
+
+
+def test_coarsen_atomics_only_where_programs_meet_in_the_same_output():
+    task = Task("config", "/tmp/k.py", "k", "run", "/tmp/k.py", "run", "/tmp/k.py:run")
+    p = propose("coarsen-atomics", task, BLOCK_SUM)  # a total sum: every program adds into out_ptr
+    assert [m.knobs["ITERS"] for m in p] == [4, 8, 16]
+    assert "for it in tl.static_range(ITERS):" in p[0].source and "triton.cdiv(triton.cdiv(x.numel(), 256), 4)" in p[0].source
+    # each program owns its own output element: nothing to combine
+    assert propose("coarsen-atomics", task, BLOCK_SUM.replace("atomic_add(out_ptr,", "atomic_add(out_ptr + pid,")) == []
+    # masked-off elements are not zero: the blocks past the end would add -inf
+    assert propose("coarsen-atomics", task, BLOCK_SUM.replace("other=0.0", "other=float('-inf')")) == []
+    assert propose("coarsen-atomics", task, BLOCK_SUM.replace(", other=0.0", "")) == []
+    assert propose("coarsen-atomics", task, BLOCK_SUM.replace("atomic_add", "atomic_max")) == []
+    assert propose("coarsen-atomics", *example("softmax")) == []  # no atomics
+    task_c, col_sum = example("col_sum")
+    coarse = propose("coarsen-atomics", task_c, col_sum)[0]
+    assert "grid = (triton.cdiv(n_cols, 64), triton.cdiv(triton.cdiv(n_rows, 32), 4))" in coarse.source
+    assert propose("coarsen-atomics", task_c, coarse.source) == []  # already coarsened: it sums an accumulator
 
 
 def test_edits_keywords_and_trailing_commas():

@@ -45,6 +45,9 @@ class Meter:
         self.budget = budget
         self.spent = Spent()
         self._start = time.monotonic()
+        # Wall time held back from the generations for the work at the end (a dispatching
+        # variant, the final A/B); released when that work starts.
+        self.reserve_s = 0.0
 
     def tick(self) -> Spent:
         self.spent.wall_s = time.monotonic() - self._start
@@ -53,7 +56,7 @@ class Meter:
     def exhausted(self) -> str | None:
         self.tick()
         b, s = self.budget, self.spent
-        if s.wall_s >= b.wall_s:
+        if s.wall_s >= b.wall_s - self.reserve_s:
             return "budget: wall time"
         if b.gpu_s is not None and s.gpu_s >= b.gpu_s:
             return "budget: GPU time"
@@ -62,7 +65,7 @@ class Meter:
         return None
 
     def left_s(self) -> float:
-        return max(0.0, self.budget.wall_s - self.tick().wall_s)
+        return max(0.0, self.budget.wall_s - self.reserve_s - self.tick().wall_s)
 
     def candidates_left(self) -> int:
         return max(0, self.budget.max_candidates - self.spent.candidates)

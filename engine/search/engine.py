@@ -52,7 +52,7 @@ KEEP_AFTER_ESTIMATE = 0.5  # successive halving: fraction kept after the cost-mo
 KEEP_AFTER_QUICK = 0.5  # ... and after quick timing (GPU)
 MIN_KEEP = 3
 STAGNATION_GENERATIONS = 2
-IMPROVEMENT = 0.01  # a new best must beat the old by 1%
+IMPROVEMENT = 0.01  # a generation makes progress when its best beats the old by 1%; a first best must beat 1.0 by 1%
 QUICK_REP_MS = 10.0  # per case
 # Planning figures (2-core development machine, CPU interpreter): a dry run plus AOT compile of
 # one candidate takes ~2 s per compile worker; smoke + full harness ~4 s on the interpreter.
@@ -61,6 +61,8 @@ VERIFY_S_CPU = 4.0
 VERIFY_S_GPU = 3.0
 PRECISE_REP_MS = 150.0
 FINAL_REP_MS = 400.0
+END_RESERVE_FRACTION = 0.1  # of the wall budget, kept for the dispatching variant and the final A/B
+END_RESERVE_MAX_S = 30.0
 
 
 def structure(origin: str) -> tuple[str, ...]:
@@ -122,6 +124,9 @@ class Search:
         self.pool = pool
         self.seed = seed
         self.meter = Meter(budget)
+        # Three 5-minute H200 searches found per-shape winners and ran out of time before their
+        # dispatching variant could be verified: hold a tenth of the budget (at most 30 s) back.
+        self.meter.reserve_s = min(END_RESERVE_MAX_S, END_RESERVE_FRACTION * budget.wall_s)
         self.on_event = on_event or (lambda e: None)
         self.cancel = cancel or threading.Event()
         self.mutators = {k: v for k, v in sorted(load_mutators().items()) if mutators is None or k in mutators}
@@ -385,7 +390,10 @@ class Search:
             return
         if self.gpu and node.timing is not None and node.timing.verdict not in ("faster", "mixed"):
             return
-        if score > self.best_speedup * (1 + IMPROVEMENT) or (self.best_id is None and score > 1 + IMPROVEMENT):
+        # The best is the best measured; the 1% margin only decides whether a generation made
+        # progress (stagnation). With the margin here too, an H200 rmsnorm search reported a
+        # 1.140x single pass over a 1.151x tuned one that reaches 88% of copy bandwidth, not 82%.
+        if score > self.best_speedup if self.best_id is not None else score > 1 + IMPROVEMENT:
             self.best_speedup = score
             self.best_id = node.id
             self.time_to_best = self._t()
@@ -621,6 +629,7 @@ class Search:
                     stopped = f"stagnation: no better variant in {stagnant} generations"
                     break
             if stopped != "cancelled":
+                self.meter.reserve_s = 0.0
                 self._dispatch()
                 self._final_ab()
             status = "cancelled" if stopped == "cancelled" else "finished"
