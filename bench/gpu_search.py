@@ -94,7 +94,9 @@ def summarize(op: str, result, ceilings, torch_times: dict) -> dict:
         row["cases"].append(case)
     pairs = [(v.estimated_speedup, v.speedup) for v in result.variants if v.measured and v.estimated_speedup]
     row["variants"] = [{"id": v.id, "origin": v.origin, "measured": v.speedup, "estimated": v.estimated_speedup,
-                        "per_case": [c.speedup for c in v.per_case]} for v in result.variants]
+                        "per_case": [c.speedup for c in v.per_case],
+                        # the source, so the cost model can be re-estimated against these measurements offline
+                        "source": v.source} for v in result.variants]
     row["spearman"] = spearman([p[0] for p in pairs], [p[1] for p in pairs]) if len(pairs) >= 3 else None
     row["n_rank_pairs"] = len(pairs)
     if best:
