@@ -101,3 +101,27 @@ def test_dispatch_variant_is_correct_on_both_sides(pool):
     assert "if x.shape[1] > 33:" in merged
     report = verify(pool, task, merged, "cpu")
     assert report.accepted, report.message
+
+
+def test_dry_runs_draw_a_launchers_cpu_inputs_once_per_worker(pool, tmp_path):
+    """A launcher that reads values (`.item()`, like the cross_entropy first draft) cannot dry-run
+    on meta tensors; the CPU inputs it falls back to are drawn once per compile worker, not once
+    per candidate (they were, and cost an H200 search 177 of its 300 s)."""
+    from kernelbrain.engine.evaluate import messages as m
+
+    ws = workspace(tmp_path)
+    path = ws / "ops" / "cross_entropy.py"
+    log = tmp_path / "draws.txt"
+    source = path.read_text().replace(
+        'def cross_entropy_inputs(device="cuda"):\n',
+        f'def cross_entropy_inputs(device="cuda"):\n    open({str(log)!r}, "a").write(str(device) + "\\n")\n'
+        '    return [(torch.randn(8, 300, device=device, dtype=torch.bfloat16), '
+        'torch.randint(0, 300, (8,), device=device))]\n')
+    path.write_text(source)
+    task = find_task(path, "cross_entropy_kernel")
+    first = pool.call("compile:0", m.Specialize(task, None, seed=0), 120.0)
+    again = [pool.call("compile:0", m.Specialize(task, source.replace("BLOCK_SIZE=1024", f"BLOCK_SIZE={b}"), seed=0),
+                       120.0) for b in (256, 512)]
+    assert first.device == "cpu" and [r.device for r in again] == ["cpu", "cpu"]
+    assert [r.cases[0].launches[0].args[-1].value for r in again] == [256, 512]
+    assert log.read_text().split() == ["meta", "cpu"]  # meta failed at `.item()`, CPU drawn once
