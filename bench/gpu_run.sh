@@ -7,7 +7,8 @@
 #   queue:N        run the command line in $KB_QUEUE_N on GPU N in its own process session, so it
 #                  outlives this call (the device machine keeps setsid processes until it goes
 #                  back); its files collect in $KB_RESULTS/gpuN
-#   wait:SECONDS   wait until every queue finished or SECONDS passed, then copy $KB_RESULTS to $OUT
+#   wait:SECONDS   wait until every queue finished or SECONDS passed, then pack $KB_RESULTS into
+#                  $OUT/results.tgz
 # A queue is how work longer than one call's 10 minutes runs: start the queues in one call, then
 # `wait:` in the following calls until they are done; each call brings back what finished.
 set -uo pipefail
@@ -52,7 +53,8 @@ for step in "$@"; do
         grep -E "^(==|   |ceilings)" "$d/queue.log" | tail -40
         tail -3 "$d/queue.log"
       done
-      cp -r "$RESULTS"/. "$OUT"/
+      # one archive: a device call brings back only so many files (a 2-GPU run lost gpu1/search.json)
+      tar czf "$OUT/results.tgz" -C "$RESULTS" .
       ;;
     *) echo "unknown step $step" ;;
   esac
