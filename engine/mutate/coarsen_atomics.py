@@ -98,7 +98,7 @@ def propose(ctx: MutationContext):
         middle = body[p_idx + 1:r_idx]
         if any(isinstance(s, (ast.For, ast.While, ast.If, ast.With, ast.Return)) or _written(s) for s in middle):
             continue
-        after = [s for s in body[r_idx + 1:]]
+        after = body[r_idx + 1:]
         if any(kv.reaches(n, key, on_pid) for s in after for n in ast.walk(s)
                if type(n) is ast.Name and n.id != partial):
             continue

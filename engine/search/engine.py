@@ -70,18 +70,20 @@ def structure(origin: str) -> tuple[str, ...]:
     return tuple(step for step in origin.split("+") if step not in ("config", "original"))
 
 
-def halve(ranked: list[Node], keep: int) -> list[Node]:
-    """Successive halving that keeps the best of every mutator beside the top `keep`: a rewrite
-    that is modest alone (dropping a zero-fill) or slower until tuned (single pass at the
-    original's warps: 0.92x on the quick rung of an H200) composes with the others later."""
-    survivors = ranked[:keep]
-    last_steps = {n.origin.split("+")[-1] for n in survivors}
+def halve(ranked: list[Node], keep: int) -> tuple[list[Node], list[Node]]:
+    """Successive halving (kept, dropped) that keeps the best of every mutator beside the top
+    `keep`: a rewrite that is modest alone (dropping a zero-fill) or slower until tuned (single
+    pass at the original's warps: 0.92x on the quick rung of an H200) composes with the others."""
+    kept, dropped = ranked[:keep], []
+    last_steps = {n.origin.split("+")[-1] for n in kept}
     for node in ranked[keep:]:
         last = node.origin.split("+")[-1]
         if last not in last_steps:
             last_steps.add(last)
-            survivors.append(node)
-    return survivors
+            kept.append(node)
+        else:
+            dropped.append(node)
+    return kept, dropped
 
 
 class SearchError(Exception):
@@ -268,6 +270,21 @@ class Search:
             if self.gpu:
                 self.meter.spent.gpu_s += time.monotonic() - t0
 
+    def _correctness(self, node: Node, rung: str, stages: list[str], force: bool) -> m.HarnessResult | None:
+        """One correctness rung for one candidate: its result when accepted; None when time ran
+        out (the candidate is `not-run`) or it was rejected (recorded)."""
+        if self._out_of_time(force):
+            node.outcome = "not-run"
+            return None
+        self._stage(rung)
+        t0 = time.monotonic()
+        res = self._harness(node.source, stages)
+        self._timed(rung, t0)
+        if not res.accepted:
+            self._end(node, "rejected", rung, res.reason, res.message)
+            return None
+        return res
+
     def _time_ab(self, node: Node, rep_ms: float, cases: list[int] | None, noise: bool) -> m.TimingResult | None:
         req = m.TimeAB(self.task, node.source, node.id, rep_ms=rep_ms, noise_check=noise, seed=self.seed, cases=cases)
         try:
@@ -448,25 +465,12 @@ class Search:
                 ranked.append(node)
         ranked.sort(key=lambda n: (-(self._estimated_speedup(n) or 0.0), n.id))
         keep = len(ranked) if self.exhaustive else max(MIN_KEEP, math.ceil(len(ranked) * KEEP_AFTER_ESTIMATE))
-        survivors = halve(ranked, keep)
-        for node in ranked:
-            if node not in survivors:
-                self._end(node, "pruned", "estimate", "ranked-out", "the cost model ranked it below the kept half",
-                          details={"estimate_us": node.estimate_us})
+        survivors, dropped = halve(ranked, keep)
+        for node in dropped:
+            self._end(node, "pruned", "estimate", "ranked-out", "the cost model ranked it below the kept half",
+                      details={"estimate_us": node.estimate_us})
         # rung: smoke correctness
-        smoked = []
-        for node in survivors:
-            if self._out_of_time(force):
-                node.outcome = "not-run"
-                continue
-            self._stage("smoke")
-            t0 = time.monotonic()
-            res = self._harness(node.source, ["smoke"])
-            self._timed("smoke", t0)
-            if not res.accepted:
-                self._end(node, "rejected", "smoke", res.reason, res.message)
-                continue
-            smoked.append(node)
+        smoked = [node for node in survivors if self._correctness(node, "smoke", ["smoke"], force) is not None]
         # rung: quick timing, few repetitions on every case (GPU). Every case, because variants are
         # often shape-dependent: timing only the largest case pruned a single-pass softmax that
         # wins rows up to 16K and falls back to the loop on the 32K-wide largest case.
@@ -483,23 +487,15 @@ class Search:
                     node.quick = t.speedup
                     timed.append(node)
             timed.sort(key=lambda n: (-(n.quick or 0.0), n.id))
-            smoked = halve(timed, max(MIN_KEEP - 1, math.ceil(len(timed) * KEEP_AFTER_QUICK)))
-            for node in timed:
-                if node not in smoked:
-                    self._end(node, "pruned", "quick", "ranked-out", f"quick timing {node.quick:.3f}x: below the kept half")
+            smoked, dropped = halve(timed, max(MIN_KEEP - 1, math.ceil(len(timed) * KEEP_AFTER_QUICK)))
+            for node in dropped:
+                self._end(node, "pruned", "quick", "ranked-out", f"quick timing {node.quick:.3f}x: below the kept half")
         # rung: full correctness, then precise timing (GPU) or estimates (CPU)
         for node in smoked:
-            if self._out_of_time(force):
-                node.outcome = "not-run"
+            res = self._correctness(node, "full", list(m.STAGES), force)
+            if res is None:
                 continue
-            self._stage("full")
-            t0 = time.monotonic()
-            res = self._harness(node.source, list(m.STAGES))
-            self._timed("full", t0)
             node.harness = res
-            if not res.accepted:
-                self._end(node, "rejected", "full", res.reason, res.message)
-                continue
             if self.gpu:
                 self._stage("timing")
                 t0 = time.monotonic()
