@@ -94,13 +94,31 @@ def test_dispatch_variant_is_correct_on_both_sides(pool):
     b = muts["single-pass"].propose(MutationContext(task, source)).__next__()
     cases = [CaseLaunches(str(s), [], entry_args=[ArgSpec("arg0", "ptr", shape=list(s), numel=s[0] * s[1])])
              for s in [(5, 33), (3, 1500)]]
-    split = dispatch.find_split(cases, [False, True], ["x"])
-    assert split is not None and split.expr == "{0}.shape[1]" and split.threshold == 33
+    choice = dispatch.best_split(cases, {"a": [1.3, 1.0], "b": [1.0, 1.4]}, ["x"])
+    assert choice is not None and (choice.a, choice.b) == ("a", "b")
+    split = choice.split
+    assert split.expr == "{0}.shape[1]" and split.threshold == 33
     merged = dispatch.build(a.source, b.source, task.kernel, task.entry, split)
     assert "def softmax_bucket(" in merged and "def softmax_kernel_bucket(" in merged
     assert "if x.shape[1] > 33:" in merged
     report = verify(pool, task, merged, "cpu")
     assert report.accepted, report.message
+
+
+def test_dispatch_split_is_scored_on_every_case_not_on_per_case_winners():
+    """Per-case speedups of an H200 softmax search: `a` wins 32768-wide rows, `b` 4096-wide ones,
+    and they tie (within 0.1%) on 1024. Picking each case's winner first sent the 4096-wide rows to
+    `a` (1.00x there instead of 1.21x); scoring every split on all cases does not."""
+    shapes = [(16384, 4096), (4096, 1024), (1024, 32768)]
+    cases = [CaseLaunches(str(s), [], entry_args=[ArgSpec("arg0", "ptr", shape=list(s), numel=s[0] * s[1])])
+             for s in shapes]
+    speedups = {"a": [1.00, 1.190, 1.58], "b": [1.21, 1.191, 1.26], "c": [1.21, 1.18, 1.26]}
+    choice = dispatch.best_split(cases, speedups, ["x"])
+    assert choice is not None and (choice.a, choice.b) == ("b", "a")
+    assert (choice.split.expr, choice.split.threshold, choice.split.above) == ("{0}.shape[1]", 4096, True)
+    assert choice.speedup == pytest.approx((1.21 * 1.191 * 1.58) ** (1 / 3))
+    # no split is worth a dispatch when one variant is within the margin everywhere
+    assert dispatch.best_split(cases, {"a": [1.2, 1.2, 1.2], "b": [1.205, 1.2, 1.2]}, ["x"]) is None
 
 
 def test_dry_runs_draw_a_launchers_cpu_inputs_once_per_worker(pool, tmp_path):

@@ -516,29 +516,24 @@ class Search:
 
     # -- dispatch ---------------------------------------------------------------------------------
     def _dispatch(self) -> None:
-        verified = [n for n in self.nodes.values() if n.verified and n.id != "original" and not n.dispatch]
-        per_case = {n.id: self._per_case(n) for n in verified}
-        if len(verified) < 2 or not self.labels:
-            return
-        n_cases = len(self.labels)
-        winners = []
-        for i in range(n_cases):
-            best = max(verified, key=lambda n: (per_case[n.id][i].speedup if len(per_case[n.id]) > i else 0, n.id))
-            winners.append(best)
-        if len({w.id for w in winners}) < 2:
-            return
-        a = max(verified, key=lambda n: ((self._score(n) or 0), n.id))
-        b_cases = [i for i, w in enumerate(winners) if w.id != a.id]
-        b = max((winners[i] for i in b_cases), key=lambda n: sum(per_case[n.id][i].speedup for i in b_cases))
-        wins_b = [w.id == b.id for w in winners]
+        # Per-case figures of one kind only: measured ones on a GPU (an estimate is not comparable
+        # with a measurement), estimates on the CPU.
+        verified = [n for n in self.nodes.values() if n.verified and n.id != "original" and not n.dispatch
+                    and (n.timing is not None or not self.gpu)]
         base_spec = self.nodes["original"].spec
-        if base_spec is None:
+        if len(verified) < 2 or not self.labels or base_spec is None:
             return
+        speedups = {n.id: [c.speedup for c in self._per_case(n)] for n in verified}
         params = self._entry_params()
-        split = dispatch.find_split(base_spec.cases, wins_b, params)
-        if split is None:
-            self.notes.append("winners differ between cases but no single size separates them: no dispatch variant")
+        choice = dispatch.best_split(base_spec.cases, speedups, params, IMPROVEMENT)
+        if choice is None:
+            winners = {max(speedups, key=lambda k: (speedups[k][i] if len(speedups[k]) > i else 0, k))
+                       for i in range(len(self.labels))}
+            if len(winners) > 1:
+                self.notes.append("winners differ between cases but no size split beats the best single "
+                                  f"variant by {IMPROVEMENT:.0%}: no dispatch variant")
             return
+        a, b, split = self.nodes[choice.a], self.nodes[choice.b], choice.split
         source = dispatch.build(a.source, b.source, self.task.kernel, self.task.entry, split)
         if source is None:
             return
