@@ -157,6 +157,29 @@ class KernelView:
             return out
         return set()
 
+    def unit_stride_bounds(self, expr: ast.AST, _seen: set[str] | None = None) -> set[str]:
+        """Bounds of the `tl.arange`s a pointer expression adds without a multiplier: the extent of
+        its contiguous (unit-stride) run, e.g. `BLOCK_N` in `p + rows[:, None] * s + cols[None, :]`."""
+        seen = _seen if _seen is not None else set()
+        if isinstance(expr, ast.BinOp) and isinstance(expr.op, (ast.Add, ast.Sub)):
+            return self.unit_stride_bounds(expr.left, seen) | self.unit_stride_bounds(expr.right, seen)
+        if isinstance(expr, ast.Subscript):
+            return self.unit_stride_bounds(expr.value, seen)
+        if isinstance(expr, ast.Call):
+            name = tl_name(self.pm, expr)
+            if name == "arange" and len(expr.args) == 2:
+                return {ast.unparse(expr.args[1])}
+            if name in ("max_contiguous", "multiple_of") and expr.args:
+                return self.unit_stride_bounds(expr.args[0], seen)
+            return set()
+        if isinstance(expr, ast.Name) and expr.id not in seen and expr.id not in self.params:
+            seen.add(expr.id)
+            out: set[str] = set()
+            for value in self.assigns.get(expr.id, ()):
+                out |= self.unit_stride_bounds(value, seen)
+            return out
+        return set()
+
     def _closure(self, key: str, predicate) -> set[str]:
         """Local names whose value (transitively, through other locals) contains a node
         satisfying `predicate`; computed once per kernel and predicate as a fixpoint."""

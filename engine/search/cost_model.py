@@ -2,15 +2,19 @@
 
 Inputs are what the dry run recorded (grid, argument sizes, constexprs, warps, stages, host-side
 fills and syncs), what the compiler reported (registers, shared memory, spills) and the kernel's
-structure (how many passes read each tensor, whether it uses `tl.dot`). The estimate is the
-largest of three floors plus launch overhead:
+structure (how many passes read each tensor, runtime and unrolled loops, unit-stride run
+lengths, atomics, whether it uses `tl.dot`). The estimate is the largest of four floors plus
+launch overhead:
 
-- bandwidth: bytes moved (compulsory bytes, plus re-reads: cheap when the re-read slice is still
-  in L2, full price when it is not) over the bandwidth that the bytes in flight can sustain
-  (Little's law: resident programs x bytes each loads per iteration / memory latency);
-- latency: waves of programs times the dependent memory round trips each program makes;
-- compute (matmul): FLOPs over the tensor-core rate scaled by a tile-efficiency factor.
+- bandwidth: bytes moved (compulsory bytes, plus re-reads priced by the share of the resident
+  programs' slices L2 holds) over the bandwidth that the bytes in flight can sustain (Little's
+  law: resident programs x bytes each has in flight / memory latency), less for runs shorter than
+  a 128-byte line;
+- latency: the dependent memory round trips each program makes, growing with the waves;
+- compute (matmul): FLOPs over the tensor-core rate scaled by a tile-efficiency factor;
+- atomics: programs ending in an atomic update retire at a bounded rate.
 
+The device constants were fitted against H200 measurements (bench/cost_model_fit.py).
 Every figure it produces is an estimate and is labelled so (`measured: false`).
 """
 
@@ -33,12 +37,22 @@ class DeviceModel:
     bandwidth_gbps: float = 4280.0  # device-to-device copy, brief §6
     bf16_tflops: float = 680.0
     l2_bytes: int = 50 * 1024 * 1024
-    memory_latency_us: float = 0.8
+    l2_reread_cost: float = 0.1  # of a DRAM read
+    # Fitted with bench/cost_model_fit.py on the variants of a 5-example H200 run (2026-11-30):
+    # 1.2 us and a re-read from L2 at a tenth of a DRAM read ranked them best (mean rho 0.48
+    # against 0.39 for the earlier 0.8 us and all-or-nothing L2 reuse).
+    memory_latency_us: float = 1.2
     launch_us: float = 3.0
     host_sync_us: float = 15.0
-    # Float atomics to contended addresses: ~30 G element-updates/s (col_sum first draft on an
-    # H200: 2.1 M atomic adds onto 4,096 addresses took ~70 us beyond its memory time).
-    atomic_updates_per_us: float = 30e3
+    # A program's atomic update (acq_rel by default: it waits for the program's memory traffic)
+    # bounds the rate programs retire, whatever its width. H200 col_sum, 128 MB each time: 32,768
+    # programs with one 64-wide or one 16-wide update took 102 / 110 us (3.1 ns a program), 8,192
+    # or 4,096 programs 49-51 us (memory-bound); the element count (2.1 M vs 0.5 M) did not matter.
+    atomic_program_ns: float = 3.1
+    # Runs of fewer contiguous bytes than a 128-byte line per row cost bandwidth: col_sum tiles 16
+    # wide (32 B) ran at 0.88x of the same tiles 64 wide (128 B) on an H200.
+    line_bytes: int = 128
+    short_run_exponent: float = 0.1
     max_warps_per_sm: int = 64
     max_blocks_per_sm: int = 32
     regs_per_sm: int = 65536
@@ -53,10 +67,23 @@ class KernelShape:
     stores: set[str]
     atomics: set[str]
     uses_dot: bool
-    loops: int
+    loops: int  # runtime loops (a `tl.static_range` loop is unrolled: not one)
     loads_per_iteration: int
+    trips: list[tuple[str, str]]  # per runtime `range` loop: (stop, step) expressions
+    unrolled: list[tuple[str, int]]  # per `tl.static_range` loop: (extent expression, loads in its body)
     grouped: bool
-    atomic_tiles: list[str]  # constexprs sizing each atomic update (its `tl.arange` extents)
+    atomic_calls: int  # atomic updates per program
+    contiguous: list[str]  # per load: the constexpr bounding its unit-stride run (empty: unknown)
+
+
+def _range_call(stmt: ast.stmt) -> tuple[str, list[ast.expr]]:
+    """`("range" | "static_range" | "", args)` of a `for` loop's iterator."""
+    if isinstance(stmt, ast.For) and isinstance(stmt.iter, ast.Call):
+        f = stmt.iter.func
+        name = f.attr if isinstance(f, ast.Attribute) else f.id if isinstance(f, ast.Name) else ""
+        if name in ("range", "static_range"):
+            return name, list(stmt.iter.args)
+    return "", []
 
 
 def _active(stmts: list[ast.stmt], constexprs: dict) -> list[ast.stmt]:
@@ -91,8 +118,17 @@ def kernel_shape(source: str, kernel: str, constexprs: dict) -> KernelShape | No
         return [c for c in ast.walk(node) if isinstance(c, ast.Call) and isinstance(c.func, ast.Attribute)
                 and c.func.attr == name]
 
+    trips: list[tuple[str, str]] = []
+    unrolled: list[tuple[str, int]] = []
     for stmt in body:
         is_loop = isinstance(stmt, (ast.For, ast.While))
+        kind, args = _range_call(stmt)
+        if kind == "static_range" and args:
+            unrolled.append((ast.unparse(args[0] if len(args) == 1 else args[1]), len(calls(stmt, "load"))))
+            is_loop = False
+        elif kind == "range" and args:
+            trips.append((ast.unparse(args[0] if len(args) == 1 else args[1]),
+                          ast.unparse(args[2]) if len(args) == 3 else "1"))
         loops += is_loop
         params_here: set[str] = set()
         for c in calls(stmt, "load"):
@@ -119,16 +155,12 @@ def kernel_shape(source: str, kernel: str, constexprs: dict) -> KernelShape | No
     if not loads_per_iter:
         loads_per_iter = max(1, len([c for s in straight for c in calls(s, "load")]))
     grouped = any("group" in p.lower() for p in kv.params) or kv.uses("swizzle2d")
-    atomic_tiles: list[str] = []
-    for c in [c for s in body for c in ast.walk(s) if isinstance(c, ast.Call) and isinstance(c.func, ast.Attribute)
-              and c.func.attr.startswith("atomic_")]:
-        names = {n.id for n in ast.walk(c.args[0]) if isinstance(n, ast.Name)} if c.args else set()
-        for n in list(names):
-            for v in kv.assigns.get(n, []):
-                names |= {x.id for x in ast.walk(v) if isinstance(x, ast.Name)}
-        atomic_tiles += [b for a in kv.tl_calls("arange") for b in [ast.unparse(a.args[1])]
-                         if len(a.args) == 2 and any(a is x for n in names for v in kv.assigns.get(n, []) for x in ast.walk(v))]
-    return KernelShape(passes, stores, atomics, kv.uses("dot"), loops, loads_per_iter, grouped, atomic_tiles)
+    atomic_calls = sum(1 for s in body for c in ast.walk(s) if isinstance(c, ast.Call)
+                       and isinstance(c.func, ast.Attribute) and c.func.attr.startswith("atomic_"))
+    contiguous = [b for s in body for c in calls(s, "load") if c.args
+                  for b in sorted(kv.unit_stride_bounds(c.args[0]))[:1]]
+    return KernelShape(passes, stores, atomics, kv.uses("dot"), loops, loads_per_iter, trips, unrolled, grouped,
+                       atomic_calls, contiguous)
 
 
 def _prod(xs) -> int:
@@ -179,33 +211,43 @@ def launch_time_us(rec: LaunchRecord, facts: CompiledFacts | None, shape: Kernel
     dram = 0.0
     for p, n in shape.passes.items():
         nbytes = sizes.get(p, 0)
-        slice_bytes = nbytes / programs
-        in_l2 = slice_bytes * resident <= dev.l2_bytes / 2
-        dram += nbytes * (1 + (n - 1) * (0.2 if in_l2 else 1.0))
+        # A re-read hits L2 in the share of the resident programs' slices that L2 holds: H200
+        # cross_entropy rows of 64 KB, two passes, 528 programs resident (34 MB) ran as fast as
+        # one pass (1.24x vs 1.08x over the 2,112-resident first draft, 138 MB).
+        working_set = nbytes / programs * min(resident, programs)
+        hit = min(1.0, dev.l2_bytes / max(working_set, 1.0))
+        dram += nbytes * (1 + (n - 1) * (1 - hit + hit * dev.l2_reread_cost))
     for p in shape.stores | shape.atomics:
         dram += sizes.get(p, 0) * (1.5 if p in shape.atomics else 1.0)
-    in_flight = resident * tile * elem * max(1, shape.loads_per_iteration)
+    values = {a.name: a.value for a in rec.args if a.kind in ("constexpr", "int")} | rec.config
+    # unrolled loops keep all their loads in flight at once
+    loads = max([shape.loads_per_iteration] + [n * values[e] for e, n in shape.unrolled
+                                               if isinstance(values.get(e), int)])
+    in_flight = resident * tile * elem * max(1, loads)
     bw = min(dev.bandwidth_gbps * 1e3, in_flight / (dev.memory_latency_us * 1e-6) / 1e6)  # bytes/us
+    runs = [values[b] * elem for b in shape.contiguous if isinstance(values.get(b), int)]
+    if runs:
+        bw *= min(1.0, min(runs) / dev.line_bytes) ** dev.short_run_exponent
     mem_us = dram / bw / max(wave_eff, 0.05)
     iters = 1
+    known = [math.ceil(values[stop] / values[step]) if step in values else values[stop]
+             for stop, step in shape.trips if isinstance(values.get(stop), int)
+             and (step == "1" or isinstance(values.get(step), int))]
     n_arg = next((a.value for a in rec.args if a.kind == "int" and isinstance(a.value, int) and a.value > tile), None)
-    if shape.loops and n_arg:
+    if known:
+        iters = max(known)
+    elif shape.loops and n_arg:  # a loop whose trip count the source does not spell out
         iters = math.ceil(n_arg / tile)
     round_trips = max(1, sum(shape.passes.values())) * (1 + (iters - 1) / max(rec.num_stages, 1))
     # Waves overlap on a GPU: latency adds up only logarithmically with the number of waves.
     latency_us = round_trips * dev.memory_latency_us * (1 + math.log2(max(waves, 1.0)))
     compute_us = 0.0
     if shape.uses_dot and flops:
-        values = {a.name: a.value for a in rec.args if a.kind == "constexpr"} | rec.config
         compute_us = flops / (dev.bf16_tflops * 1e6 * dot_efficiency(values, rec.num_warps, rec.num_stages,
                                                                      shape.grouped)) / max(wave_eff, 0.05)
     spill = 1 + min(1.0, (facts.n_spills or 0) / 256) if facts else 1.0
-    atomic_us = 0.0
-    if shape.atomics:
-        values = {a.name: a.value for a in rec.args if a.kind == "constexpr"} | rec.config
-        per_program = _prod(values[t] for t in shape.atomic_tiles if isinstance(values.get(t), int)) or 1
-        atomic_us = programs * per_program / dev.atomic_updates_per_us
-    return max(mem_us * spill, latency_us, compute_us) + atomic_us + dev.launch_us
+    atomic_us = programs * shape.atomic_calls * dev.atomic_program_ns / 1000
+    return max(mem_us * spill, latency_us, compute_us, atomic_us) + dev.launch_us
 
 
 def case_time_us(case: CaseLaunches, facts: dict[int, CompiledFacts | None], source: str, tiles: dict[str, list[str]],

@@ -226,13 +226,21 @@ class Search:
         for ci, li, rec in records:
             node.facts.setdefault(ci, {})[li] = result.facts[unique[m.compile_key(rec)]]
 
-    def _estimate(self, node: Node) -> list[float] | None:
+    def _estimate(self, node: Node, dev: DeviceModel | None = None) -> list[float] | None:
         if node.spec is None or not node.spec.cases:
             return None
         kernels = {rec.kernel for c in node.spec.cases for rec in c.launches}
         tiles = {k: tile_names(node.source, k) for k in kernels}
-        return [case_time_us(c, node.facts.get(ci, {}), node.source, tiles, self.dev, matmul_flops(c))
+        return [case_time_us(c, node.facts.get(ci, {}), node.source, tiles, dev or self.dev, matmul_flops(c))
                 for ci, c in enumerate(node.spec.cases)]
+
+    def prepare_variant(self, source: str, device: str | None = None) -> Node:
+        """Any variant of this task's file, dry-run and AOT-compiled on a compile worker as in the
+        search, ready for `_estimate`. Used to calibrate the cost model offline against measured
+        variants (bench/cost_model_fit.py)."""
+        node = Node(candidate_id(source), source, "offline", "", None)
+        self._specialize_and_compile(node, device or self.compile_devices[0])
+        return node
 
     def _estimated_speedup(self, node: Node) -> float | None:
         if node.estimate_us is None or not self.baseline_est or len(node.estimate_us) != len(self.baseline_est):

@@ -1,0 +1,131 @@
+"""Re-estimate GPU-measured variants with the CPU cost model (issue "Budget-aware search":
+Spearman rho >= 0.7 between estimate and measurement), and fit the model's device constants.
+
+    python bench/cost_model_fit.py SEARCH_JSON... [--ops col_sum,rmsnorm] [--workers 2]
+        [--grid "memory_latency_us=0.8,1.6;host_sync_us=15,30"] [--out fit.json]
+
+SEARCH_JSON is what `bench/gpu_search.py` wrote on the GPU machine: every verified variant with
+its source and measured speedup. Each source is dry-run and AOT-compiled here (no GPU needed) once;
+the model is then evaluated for the default `DeviceModel`, or for every point of `--grid`, ranked
+by the mean rho over the examples. Also prints the model's absolute estimate of each first draft
+next to its measured time. Fit on one run, check on another: the second run's variants were not
+seen by the fit.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import itertools
+import json
+import pickle
+import shutil
+import sys
+import tempfile
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from kernelbrain.engine.evaluate.pool import WorkerPool  # noqa: E402
+from kernelbrain.engine.evaluate.stats import geomean, spearman  # noqa: E402
+from kernelbrain.engine.search import Budget, Search  # noqa: E402
+from kernelbrain.engine.search.cost_model import DeviceModel  # noqa: E402
+from kernelbrain.engine.store import Store  # noqa: E402
+from kernelbrain.engine.task import find_task  # noqa: E402
+
+
+class Example:
+    """One example's measured variants, dry-run and compiled once, estimable for any DeviceModel."""
+
+    def __init__(self, op: str, entry: dict, pool: WorkerPool, workers: int, cache: dict):
+        ws = Path(tempfile.mkdtemp(prefix="kb-fit-")) / "ws"
+        shutil.copytree(ROOT / "examples", ws, ignore=shutil.ignore_patterns(".kernelbrain", "__pycache__"))
+        self.op = op
+        self.baseline_us = entry.get("baseline_us") or []
+        self.search = Search(find_task(ws / "ops" / f"{op}.py", f"{op}_kernel"), device="cpu",
+                             budget=Budget(wall_s=3600), store=Store(ws), pool=pool, compile_workers=workers)
+        self.variants = [v for v in entry["variants"] if v.get("source") and v.get("measured")]
+
+        def prepare(i: int, source: str):
+            key = (op, source)
+            if key not in cache:  # dry runs and compiles do not depend on the model: reuse them
+                cache[key] = self.search.prepare_variant(source, f"compile:{i % workers}")
+            return cache[key]
+
+        self.base = prepare(0, self.search.original)
+        with ThreadPoolExecutor(workers) as ex:
+            self.nodes = list(ex.map(lambda iv: prepare(iv[0], iv[1]["source"]), enumerate(self.variants)))
+
+    def rows(self, dev: DeviceModel) -> list[dict]:
+        base = self.search._estimate(self.base, dev)
+        out = []
+        for v, node in zip(self.variants, self.nodes):
+            est = self.search._estimate(node, dev)
+            if not est or not base or len(est) != len(base):
+                continue
+            per_case = [b / e if e > 0 else 0.0 for b, e in zip(base, est)]
+            out.append({"id": v["id"], "origin": v["origin"], "measured": v["measured"],
+                        "estimated": geomean(per_case) if all(per_case) else 0.0,
+                        "per_case_measured": v["per_case"], "per_case_estimated": per_case})
+        return out
+
+    def rho(self, dev: DeviceModel) -> float | None:
+        rows = self.rows(dev)
+        return spearman([r["estimated"] for r in rows], [r["measured"] for r in rows]) if len(rows) >= 3 else None
+
+
+def parse_grid(text: str) -> list[dict]:
+    axes = [(k.strip(), [float(x) for x in v.split(",")]) for k, v in
+            (part.split("=") for part in text.split(";") if part.strip())]
+    return [dict(zip([a for a, _ in axes], combo)) for combo in itertools.product(*[vs for _, vs in axes])]
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("runs", nargs="+", type=Path)
+    ap.add_argument("--ops", default="")
+    ap.add_argument("--workers", type=int, default=2)
+    ap.add_argument("--copy-gbps", type=float, default=4244.0, help="the run's measured copy ceiling")
+    ap.add_argument("--bf16-tflops", type=float, default=678.0, help="the run's measured cuBLAS rate")
+    ap.add_argument("--grid", default="")
+    ap.add_argument("--out", type=Path)
+    ap.add_argument("--cache", type=Path, help="pickle of prepared variants, reused across runs of this script")
+    args = ap.parse_args()
+    cache = pickle.loads(args.cache.read_bytes()) if args.cache and args.cache.exists() else {}
+    wanted = {o for o in args.ops.split(",") if o}
+    dev = DeviceModel(bandwidth_gbps=args.copy_gbps, bf16_tflops=args.bf16_tflops)
+    with WorkerPool() as pool:
+        examples = [Example(e["op"], e, pool, args.workers, cache) for run in args.runs for e in json.loads(run.read_text())
+                    if e.get("op") and e.get("variants") and (not wanted or e["op"] in wanted)]
+        report = []
+        for ex in examples:
+            rows = ex.rows(dev)
+            rho = ex.rho(dev)
+            report.append({"op": ex.op, "rho": rho, "n": len(rows), "rows": rows})
+            base = ex.search._estimate(ex.base, dev) or []
+            print(f"== {ex.op}: rho {rho if rho is None else round(rho, 2)} (n={len(rows)}); first draft estimated / "
+                  f"measured us: " + ", ".join(f"{e:.0f}/{m:.0f}" for e, m in zip(base, ex.baseline_us)), flush=True)
+            for r in sorted(rows, key=lambda x: -x["measured"]):
+                print(f"   {r['origin'][:40]:40s} measured {r['measured']:.3f} estimated {r['estimated']:.3f}  "
+                      + " ".join(f"{m:.2f}/{e:.2f}" for m, e in zip(r["per_case_measured"], r["per_case_estimated"])))
+        if args.grid:
+            scored = []
+            for point in parse_grid(args.grid):
+                d = dataclasses.replace(dev, **point)
+                rhos = [ex.rho(d) for ex in examples]
+                rhos = [r for r in rhos if r is not None]
+                scored.append((sum(rhos) / len(rhos), min(rhos), point, rhos))
+            scored.sort(key=lambda x: (-x[0], -x[1]))
+            for mean, worst, point, rhos in scored[:10]:
+                print(f"grid {point}: mean rho {mean:.2f}, worst {worst:.2f}: " + " ".join(f"{r:.2f}" for r in rhos))
+    if args.cache:
+        args.cache.write_bytes(pickle.dumps(cache))
+    if args.out:
+        args.out.write_text(json.dumps(report, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
