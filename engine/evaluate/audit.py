@@ -46,6 +46,18 @@ FILL_OPS = {"zeros", "zeros_like", "new_zeros", "ones", "ones_like", "new_ones",
 COPY_OPS = {"clone", "copy_", "_to_copy", "contiguous"}
 
 
+def _flat(args, kwargs) -> list:
+    out: list = []
+    stack = list(args) + list((kwargs or {}).values())
+    while stack:
+        a = stack.pop()
+        if isinstance(a, (list, tuple)):
+            stack.extend(a)
+        else:
+            out.append(a)
+    return out
+
+
 def poison(t: torch.Tensor) -> None:
     if not isinstance(t, torch.Tensor) or t.numel() == 0:
         return
@@ -98,6 +110,7 @@ class AuditMode(TorchDispatchMode):
     def __init__(self, poison_allocations: bool = True):
         super().__init__()
         self.ops: Counter[str] = Counter()
+        self.on_tensors: set[str] = set()  # ops called with at least one tensor of one or more dimensions
         self.suspended = 0
         self.poison_allocations = poison_allocations
         self.bytes_written = 0  # by fills and copies outside kernels
@@ -116,6 +129,8 @@ class AuditMode(TorchDispatchMode):
             return out
         name = func.overloadpacket.__name__
         self.ops[name] += 1
+        if any(isinstance(a, torch.Tensor) and a.dim() > 0 for a in _flat(args, kwargs)):
+            self.on_tensors.add(name)
         if name in FILL_OPS or name in COPY_OPS:
             t = out if isinstance(out, torch.Tensor) else None
             if t is not None:
@@ -126,4 +141,7 @@ class AuditMode(TorchDispatchMode):
 
     @property
     def compute_ops(self) -> set[str]:
-        return {op for op in self.ops if op not in ALLOWED_OPS}
+        """Ops beyond allocation and views that touched a tensor of one or more dimensions. Ops
+        on scalars only (comparing a `.max()` with a bound, combining two checks) cannot compute
+        a result from the inputs; every op that reads the inputs themselves is counted."""
+        return {op for op in self.ops if op not in ALLOWED_OPS and op in self.on_tensors}
