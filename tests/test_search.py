@@ -121,6 +121,25 @@ def test_dispatch_split_is_scored_on_every_case_not_on_per_case_winners():
     assert dispatch.best_split(cases, {"a": [1.2, 1.2, 1.2], "b": [1.205, 1.2, 1.2]}, ["x"]) is None
 
 
+def test_final_ab_covers_the_best_and_its_closest_rivals(pool, tmp_path):
+    """Which variants the final A/B re-times: the best and up to two measured rivals within 10% of
+    it that were faster than the original (an H200 search's best timed 1.56x, then 1.41x in its
+    final A/B, behind a rival at 1.51x)."""
+    from kernelbrain.engine.evaluate.messages import TimingResult
+    from kernelbrain.engine.search.engine import Node
+
+    ws = workspace(tmp_path)
+    search = Search(find_task(ws / "ops" / "softmax.py", "softmax_kernel"), device="cuda:0",
+                    budget=Budget(wall_s=60), store=Store(ws), pool=pool)
+    for name, speedup, verdict in [("best", 1.56, "faster"), ("a", 1.51, "faster"), ("b", 1.45, "faster"),
+                                   ("c", 1.43, "faster"), ("d", 1.55, "same"), ("e", 1.30, "faster")]:
+        node = Node(name, "", name, "", None, outcome="verified")
+        node.timing = TimingResult([], speedup, verdict)
+        search.nodes[name] = node
+    search.best_id, search.best_speedup = "best", 1.56
+    assert [n.id for n in search._final_contenders()] == ["best", "a", "b"]
+
+
 def test_dry_runs_draw_a_launchers_cpu_inputs_once_per_worker(pool, tmp_path):
     """A launcher that reads values (`.item()`, like the cross_entropy first draft) cannot dry-run
     on meta tensors; the CPU inputs it falls back to are drawn once per compile worker, not once
