@@ -3,9 +3,9 @@ CPU wait for the GPU on every call (KB108), and the GPU idles while the launch t
 crosses Python again.
 
 Two rewrites of the same check, both computing the condition as one device tensor:
-- `merged-sync`: several `.item()` syncs become one (`if (a | b).item(): raise ...`); the same
+- merged: several `.item()` syncs become one (`if (a | b).item(): raise ...`); the same
   exception, raised at the same point;
-- `async-check`: `torch._assert_async(~cond, msg)`, no sync at all. A failing check still stops the
+- asserted: `torch._assert_async(~cond, msg)`, no sync at all. A failing check still stops the
   program, but as a device-side assertion at the next synchronisation (how PyTorch's own CUDA
   cross_entropy reports an out-of-range target), not as this call's exception. The variant's
   explanation says so.

@@ -39,7 +39,7 @@ class DeviceModel:
     l2_bytes: int = 50 * 1024 * 1024
     l2_reread_cost: float = 0.1  # of a DRAM read
     # Fitted with bench/cost_model_fit.py on the variants of a 5-example H200 run (2026-11-30):
-    # 1.2 us and a re-read from L2 at a tenth of a DRAM read ranked them best (mean rho 0.48
+    # 1.2 us and a re-read from L2 at a tenth of a DRAM read ranked them best (mean rho 0.47
     # against 0.39 for the earlier 0.8 us and all-or-nothing L2 reuse).
     memory_latency_us: float = 1.2
     launch_us: float = 3.0
@@ -243,7 +243,8 @@ def launch_time_us(rec: LaunchRecord, facts: CompiledFacts | None, shape: Kernel
     latency_us = round_trips * dev.memory_latency_us * (1 + math.log2(max(waves, 1.0)))
     compute_us = 0.0
     if shape.uses_dot and flops:
-        compute_us = flops / (dev.bf16_tflops * 1e6 * dot_efficiency(values, rec.num_warps, rec.num_stages,
+        tiles_cfg = {a.name: a.value for a in rec.args if a.kind == "constexpr"} | rec.config
+        compute_us = flops / (dev.bf16_tflops * 1e6 * dot_efficiency(tiles_cfg, rec.num_warps, rec.num_stages,
                                                                      shape.grouped)) / max(wave_eff, 0.05)
     spill = 1 + min(1.0, (facts.n_spills or 0) / 256) if facts else 1.0
     atomic_us = programs * shape.atomic_calls * dev.atomic_program_ns / 1000
