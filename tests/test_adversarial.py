@@ -46,6 +46,8 @@ ADVERSARIES = {
                         "smoke", "out-of-memory"),
     "torch fallback": (edit(("    return out\n\n\ndef softmax_ref",
                              "    return torch.softmax(x, dim=-1)\n\n\ndef softmax_ref")), "smoke", "torch-fallback"),
+    # comparisons are exempt on scalars only (a launcher's checks), never on the inputs
+    "comparison on the input": (in_launcher("finite = x == x"), "smoke", "torch-fallback"),
     "output cached across calls": (edit(("def softmax(x):\n", "_SEEN = {}\n\n\ndef softmax(x):\n"),
                                         ("    return out\n\n\ndef softmax_ref",
                                          "    _SEEN[x.shape] = out\n    return out\n\n\ndef softmax_ref")),

@@ -27,6 +27,10 @@ ALLOWED_OPS = {
     "_local_scalar_dense", "expand_as", "movedim", "_unsafe_view", "dim", "numel",
 }
 ALLOCATION_OPS = {"empty", "empty_like", "empty_strided", "new_empty", "new_empty_strided"}
+# Comparisons and logic, allowed on scalars only: a launcher's checks (`target.max() >= n`
+# combined with `|`, then asserted). A boolean scalar cannot carry a kernel's result.
+CHECK_OPS = {"eq", "ne", "lt", "le", "gt", "ge", "logical_and", "logical_or", "logical_not", "logical_xor",
+             "bitwise_and", "bitwise_or", "bitwise_not", "bitwise_xor", "_assert_async"}
 
 # Quiet NaNs with a payload no arithmetic produces: an element still holding one was never written.
 POISON_BITS = {
@@ -141,7 +145,6 @@ class AuditMode(TorchDispatchMode):
 
     @property
     def compute_ops(self) -> set[str]:
-        """Ops beyond allocation and views that touched a tensor of one or more dimensions. Ops
-        on scalars only (comparing a `.max()` with a bound, combining two checks) cannot compute
-        a result from the inputs; every op that reads the inputs themselves is counted."""
-        return {op for op in self.ops if op not in ALLOWED_OPS and op in self.on_tensors}
+        """Ops beyond allocation and views, except comparisons and logic that only ever saw
+        scalars (a launcher's checks): every op that reads the inputs themselves is counted."""
+        return {op for op in self.ops if op not in ALLOWED_OPS and (op not in CHECK_OPS or op in self.on_tensors)}
