@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ast
 from collections import defaultdict
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from ..index.builder import ParsedModule
@@ -138,47 +139,38 @@ class KernelView:
                 out |= self._name_roots(n.id)
         return out
 
-    def pointer_roots(self, expr: ast.AST, _seen: set[str] | None = None) -> set[str]:
-        """Parameters that appear as the base of pointer arithmetic (added, never multiplied)."""
-        seen = _seen if _seen is not None else set()
+    def _additive_leaves(self, expr: ast.AST, seen: set[str], unwrap_hints: bool = False) -> Iterator[ast.AST]:
+        """The parameters and calls a pointer expression adds or subtracts (never multiplies):
+        subscripts dropped, locals followed to their values; with `unwrap_hints`, through
+        `tl.max_contiguous` / `tl.multiple_of` to the offsets they annotate."""
         if isinstance(expr, ast.BinOp) and isinstance(expr.op, (ast.Add, ast.Sub)):
-            return self.pointer_roots(expr.left, seen) | self.pointer_roots(expr.right, seen)
-        if isinstance(expr, ast.Subscript):
-            return self.pointer_roots(expr.value, seen)
-        if isinstance(expr, ast.Name):
-            if expr.id in seen:
-                return set()
+            yield from self._additive_leaves(expr.left, seen, unwrap_hints)
+            yield from self._additive_leaves(expr.right, seen, unwrap_hints)
+        elif isinstance(expr, ast.Subscript):
+            yield from self._additive_leaves(expr.value, seen, unwrap_hints)
+        elif isinstance(expr, ast.Call):
+            if unwrap_hints and expr.args and tl_name(self.pm, expr) in ("max_contiguous", "multiple_of"):
+                yield from self._additive_leaves(expr.args[0], seen, unwrap_hints)
+            else:
+                yield expr
+        elif isinstance(expr, ast.Name) and expr.id not in seen:
             seen.add(expr.id)
             if expr.id in self.params:
-                return {expr.id} if self.is_runtime_param(expr.id) else set()
-            out: set[str] = set()
-            for value in self.assigns.get(expr.id, ()):
-                out |= self.pointer_roots(value, seen)
-            return out
-        return set()
+                yield expr
+            else:
+                for value in self.assigns.get(expr.id, ()):
+                    yield from self._additive_leaves(value, seen, unwrap_hints)
 
-    def unit_stride_bounds(self, expr: ast.AST, _seen: set[str] | None = None) -> set[str]:
+    def pointer_roots(self, expr: ast.AST) -> set[str]:
+        """Parameters that appear as the base of pointer arithmetic (added, never multiplied)."""
+        return {n.id for n in self._additive_leaves(expr, set())
+                if isinstance(n, ast.Name) and self.is_runtime_param(n.id)}
+
+    def unit_stride_bounds(self, expr: ast.AST) -> set[str]:
         """Bounds of the `tl.arange`s a pointer expression adds without a multiplier: the extent of
         its contiguous (unit-stride) run, e.g. `BLOCK_N` in `p + rows[:, None] * s + cols[None, :]`."""
-        seen = _seen if _seen is not None else set()
-        if isinstance(expr, ast.BinOp) and isinstance(expr.op, (ast.Add, ast.Sub)):
-            return self.unit_stride_bounds(expr.left, seen) | self.unit_stride_bounds(expr.right, seen)
-        if isinstance(expr, ast.Subscript):
-            return self.unit_stride_bounds(expr.value, seen)
-        if isinstance(expr, ast.Call):
-            name = tl_name(self.pm, expr)
-            if name == "arange" and len(expr.args) == 2:
-                return {ast.unparse(expr.args[1])}
-            if name in ("max_contiguous", "multiple_of") and expr.args:
-                return self.unit_stride_bounds(expr.args[0], seen)
-            return set()
-        if isinstance(expr, ast.Name) and expr.id not in seen and expr.id not in self.params:
-            seen.add(expr.id)
-            out: set[str] = set()
-            for value in self.assigns.get(expr.id, ()):
-                out |= self.unit_stride_bounds(value, seen)
-            return out
-        return set()
+        return {ast.unparse(c.args[1]) for c in self._additive_leaves(expr, set(), unwrap_hints=True)
+                if isinstance(c, ast.Call) and tl_name(self.pm, c) == "arange" and len(c.args) == 2}
 
     def _closure(self, key: str, predicate) -> set[str]:
         """Local names whose value (transitively, through other locals) contains a node

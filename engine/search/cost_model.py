@@ -111,6 +111,7 @@ def kernel_shape(source: str, kernel: str, constexprs: dict) -> KernelShape | No
     passes: dict[str, int] = {}
     stores: set[str] = set()
     atomics: set[str] = set()
+    atomic_calls = 0
     loops = 0
     loads_per_iter = 0
 
@@ -142,6 +143,7 @@ def kernel_shape(source: str, kernel: str, constexprs: dict) -> KernelShape | No
         for c in [c for c in ast.walk(stmt) if isinstance(c, ast.Call) and isinstance(c.func, ast.Attribute)
                   and c.func.attr.startswith("atomic_")]:
             atomics |= kv.pointer_params_of(c)
+            atomic_calls += 1
     # loads outside loops were counted once per statement: a program reads such data once
     straight = [s for s in body if not isinstance(s, (ast.For, ast.While))]
     straight_params: set[str] = set()
@@ -155,8 +157,6 @@ def kernel_shape(source: str, kernel: str, constexprs: dict) -> KernelShape | No
     if not loads_per_iter:
         loads_per_iter = max(1, len([c for s in straight for c in calls(s, "load")]))
     grouped = any("group" in p.lower() for p in kv.params) or kv.uses("swizzle2d")
-    atomic_calls = sum(1 for s in body for c in ast.walk(s) if isinstance(c, ast.Call)
-                       and isinstance(c.func, ast.Attribute) and c.func.attr.startswith("atomic_"))
     contiguous = [b for s in body for c in calls(s, "load") if c.args
                   for b in sorted(kv.unit_stride_bounds(c.args[0]))[:1]]
     return KernelShape(passes, stores, atomics, kv.uses("dot"), loops, loads_per_iter, trips, unrolled, grouped,

@@ -622,8 +622,8 @@ class Search:
             return
         speedup, winner = max(finals, key=lambda f: (f[0], f[1] is contenders[0]))
         if winner.id != self.best_id:
-            self.notes.append(f"final A/B: {winner.origin} ({speedup:.3f}x) beat the variant timed best "
-                              f"before it ({contenders[0].origin}, {contenders[0].timing.speedup:.3f}x)")  # type: ignore[union-attr]
+            self.notes.append(f"final A/B: {winner.origin} at {speedup:.3f}x, ahead of {contenders[0].origin} at "
+                              f"{contenders[0].timing.speedup:.3f}x, which precise timing had put first")  # type: ignore[union-attr]
             self.best_id = winner.id
             self.time_to_best = next((p.t for p in self.trajectory if p.candidate == winner.id), self.time_to_best)
         self.best_speedup = speedup
