@@ -122,6 +122,25 @@ def test_online_softmax_refuses_other_reductions():
     assert p.source.count("for start in range(0, n_cols, BLOCK_SIZE)") == 2  # three passes became two
 
 
+@pytest.mark.slow
+def test_online_softmax_block_wise_form_is_verified_and_needs_a_whole_row_maximum(pool):
+    task, source = example("cross_entropy")
+    lane, block = propose("online-softmax", task, source)
+    assert "tl.exp(m - m_new)" in lane.source  # two exponentials per element
+    loop = block.source.split("for start in range(0, n_cols, BLOCK_SIZE):")[1].split("lse =")[0]
+    assert loop.count("tl.exp(") == 2 and "tl.max(x, axis=0)" in loop and "tl.maximum(m, x)" not in loop
+    assert "m = tl.full" not in block.source  # the lane-wise maximum is gone, not left dead
+    report = verify(pool, task, block.source, "cpu")
+    assert report.accepted, f"{report.stage}/{report.reason}: {report.message}"
+    # the lane maximum read again after the loops: only the lane-wise form keeps it right
+    reads_m_later = source.replace("    tl.store(loss_ptr + row, lse - x_t)",
+                                   "    tl.store(loss_ptr + row, lse - x_t + tl.sum(m, axis=0) * 0)")
+    assert [p.source for p in propose("online-softmax", task, reads_m_later)][1:] == []
+    # a maximum reduced along one axis of a 2-D tile is not one scalar per program
+    per_axis = source.replace("row_max = tl.max(m, axis=0)", "row_max = tl.max(m, axis=1)")
+    assert len(propose("online-softmax", task, per_axis)) == 1
+
+
 def test_grouped_order_only_for_ungrouped_matmul():
     assert propose("grouped-order", *example("softmax")) == []
     task, source = example("matmul")

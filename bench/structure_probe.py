@@ -1,0 +1,418 @@
+"""Hand-written kernel structures for the examples the search has not brought to target.
+
+Why: before writing a mutator, learn on the GPU which structure reaches the target at all
+(col_sum and cross_entropy plateaued below 85% of copy under every configuration the search
+tried; matmul sits at 0.83-0.86x cuBLAS). Each variant is checked against the example's reference
+on the benchmark inputs, then timed with `triton.testing.do_bench` (L2 flushed, median).
+
+Usage (GPU): python3 bench/structure_probe.py --out probe.json [--ops col_sum,cross_entropy,matmul]
+Usage (CPU check of the kernels, interpreter): TRITON_INTERPRET=1 python3 bench/structure_probe.py --cpu
+"""
+
+import argparse
+import itertools
+import json
+import sys
+import time
+
+import torch
+import triton
+import triton.language as tl
+
+sys.path.insert(0, "examples")
+from ops import col_sum as col_sum_mod  # noqa: E402
+from ops import cross_entropy as ce_mod  # noqa: E402
+from ops import matmul as mm_mod  # noqa: E402
+
+
+# --- col_sum ------------------------------------------------------------------------------------
+
+@triton.jit
+def col_sum_strip(x_ptr, out_ptr, n_rows, n_cols, stride_row,
+                  ROWS: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
+    """A column strip of BLOCK_N, ROWS rows per program, a 2-D fp32 accumulator, one atomic."""
+    pid_n = tl.program_id(0)
+    pid_m = tl.program_id(1)
+    cols = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+    acc = tl.zeros([BLOCK_M, BLOCK_N], tl.float32)
+    row0 = pid_m * ROWS
+    for r in range(0, ROWS, BLOCK_M):
+        rows = row0 + r + tl.arange(0, BLOCK_M)
+        mask = (rows[:, None] < n_rows) & (cols[None, :] < n_cols)
+        x = tl.load(x_ptr + rows[:, None] * stride_row + cols[None, :], mask=mask, other=0.0)
+        acc += x.to(tl.float32)
+    tl.atomic_add(out_ptr + cols, tl.sum(acc, axis=0), mask=cols < n_cols)
+
+
+def col_sum_strip_launch(rows, bm, bn, warps, stages):
+    def run(x):
+        n_rows, n_cols = x.shape
+        out = torch.zeros(n_cols, dtype=torch.float32, device=x.device)
+        grid = (triton.cdiv(n_cols, bn), triton.cdiv(n_rows, rows))
+        col_sum_strip[grid](x, out, n_rows, n_cols, x.stride(0), ROWS=rows, BLOCK_M=bm, BLOCK_N=bn,
+                            num_warps=warps, num_stages=stages)
+        return out
+    return run
+
+
+@triton.jit
+def col_sum_unrolled(x_ptr, out_ptr, n_rows, n_cols, stride_row,
+                     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, ITERS: tl.constexpr):
+    """The search's best so far: ITERS row blocks unrolled, one atomic."""
+    pid_n = tl.program_id(0)
+    pid_m_first = tl.program_id(1)
+    cols = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+    acc = tl.zeros([BLOCK_M, BLOCK_N], tl.float32)
+    for it in tl.static_range(ITERS):
+        rows = (pid_m_first * ITERS + it) * BLOCK_M + tl.arange(0, BLOCK_M)
+        mask = (rows[:, None] < n_rows) & (cols[None, :] < n_cols)
+        acc += tl.load(x_ptr + rows[:, None] * stride_row + cols[None, :], mask=mask, other=0.0).to(tl.float32)
+    tl.atomic_add(out_ptr + cols, tl.sum(acc, axis=0), mask=cols < n_cols)
+
+
+def col_sum_unrolled_launch(bm, bn, iters, warps):
+    def run(x):
+        n_rows, n_cols = x.shape
+        out = torch.zeros(n_cols, dtype=torch.float32, device=x.device)
+        grid = (triton.cdiv(n_cols, bn), triton.cdiv(triton.cdiv(n_rows, bm), iters))
+        col_sum_unrolled[grid](x, out, n_rows, n_cols, x.stride(0), BLOCK_M=bm, BLOCK_N=bn, ITERS=iters,
+                               num_warps=warps)
+        return out
+    return run
+
+
+def col_sum_variants(quick):
+    v = {"first-draft": col_sum_mod.col_sum, "torch.sum(dim=0)": lambda x: x.sum(dim=0, dtype=torch.float32)}
+    v["unrolled 32x64 x4 w4 (search best)"] = col_sum_unrolled_launch(32, 64, 4, 4)
+    v["unrolled 16x256 x8 w4"] = col_sum_unrolled_launch(16, 256, 8, 4)
+    v["unrolled 8x512 x8 w4"] = col_sum_unrolled_launch(8, 512, 8, 4)
+    v["unrolled 8x512 x16 w8"] = col_sum_unrolled_launch(8, 512, 16, 8)
+    grid = [(256, 16, 256, 4, 1), (256, 32, 128, 4, 1)] if quick else list(itertools.product(
+        (256, 1024), (8, 16, 32), (128, 256, 512), (4, 8), (1, 3)))
+    for rows, bm, bn, warps, stages in grid:
+        if bm * bn > 8192 or rows < bm:
+            continue
+        v[f"strip rows{rows} {bm}x{bn} w{warps} s{stages}"] = col_sum_strip_launch(rows, bm, bn, warps, stages)
+    return v
+
+
+# --- a plain read stream: the read-only ceiling col_sum and cross_entropy are held to ---------
+
+@triton.jit
+def read_sum(x_ptr, part_ptr, n, ITERS: tl.constexpr, BLOCK: tl.constexpr):
+    """ITERS contiguous blocks per program, one fp32 partial per program."""
+    pid = tl.program_id(0)
+    acc = tl.zeros([BLOCK], tl.float32)
+    for i in range(ITERS):
+        offs = (pid * ITERS + i).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
+        acc += tl.load(x_ptr + offs, mask=offs < n, other=0.0).to(tl.float32)
+    tl.store(part_ptr + pid, tl.sum(acc, axis=0))
+
+
+def read_sum_launch(block, iters, warps):
+    def run(x):
+        n = x.numel()
+        grid = triton.cdiv(n, block * iters)
+        part = torch.empty(grid, dtype=torch.float32, device=x.device)
+        read_sum[(grid,)](x, part, n, ITERS=iters, BLOCK=block, num_warps=warps)
+        return part.sum().reshape(1)
+    return run
+
+
+def read_variants(quick):
+    v = {"torch.sum (all elements)": lambda x: x.sum(dtype=torch.float32).reshape(1)}
+    for block, iters, warps in ([(4096, 4, 4)] if quick else itertools.product((2048, 8192), (1, 8, 32), (4, 8))):
+        v[f"triton read {block} x{iters} w{warps}"] = read_sum_launch(block, iters, warps)
+    return v
+
+
+def read_inputs(device="cuda"):
+    return [(torch.randn(2**26, device=device, dtype=torch.bfloat16),), (torch.randn(2**27, device=device, dtype=torch.bfloat16),)]
+
+
+def read_small_inputs(device="cpu"):
+    return [(torch.randn(70000, device=device, dtype=torch.bfloat16),)]
+
+
+# --- cross_entropy ------------------------------------------------------------------------------
+
+@triton.jit
+def ce_online_scalar(logits_ptr, target_ptr, loss_ptr, stride_row, n_cols, BLOCK: tl.constexpr):
+    """Online log-sum-exp with a scalar running max: one exp per element (the vector-max form
+    computes two, exp(m - m_new) and exp(x - m_new), per element)."""
+    row = tl.program_id(0)
+    row_ptr = logits_ptr + row.to(tl.int64) * stride_row
+    m = float("-inf")
+    s = tl.zeros([BLOCK], tl.float32)
+    for start in range(0, n_cols, BLOCK):
+        cols = start + tl.arange(0, BLOCK)
+        x = tl.load(row_ptr + cols, mask=cols < n_cols, other=float("-inf")).to(tl.float32)
+        m_new = tl.maximum(m, tl.max(x, axis=0))
+        m_safe = tl.where(m_new == float("-inf"), 0.0, m_new)  # a chunk of -inf only: no nan
+        s = s * tl.exp(m - m_safe) + tl.exp(x - m_safe)
+        m = m_new
+    lse = m + tl.log(tl.sum(s, axis=0))
+    target = tl.load(target_ptr + row)
+    x_t = tl.load(row_ptr + target).to(tl.float32)
+    tl.store(loss_ptr + row, lse - x_t)
+
+
+@triton.jit
+def ce_online_vector(logits_ptr, target_ptr, loss_ptr, stride_row, n_cols, BLOCK: tl.constexpr):
+    """The search's best so far (online-softmax mutator): a running max per element."""
+    row = tl.program_id(0)
+    row_ptr = logits_ptr + row * stride_row
+    m = tl.full([BLOCK], float("-inf"), tl.float32)
+    s = tl.zeros([BLOCK], tl.float32)
+    for start in range(0, n_cols, BLOCK):
+        cols = start + tl.arange(0, BLOCK)
+        x = tl.load(row_ptr + cols, mask=cols < n_cols, other=float("-inf")).to(tl.float32)
+        m_new = tl.maximum(m, x)
+        alpha = tl.where(m_new == float('-inf'), 1.0, tl.exp(m - m_new))
+        p = tl.where(m_new == float('-inf'), 0.0, tl.exp(x - m_new))
+        s = s * alpha + p
+        m = m_new
+    row_max = tl.max(m, axis=0)
+    s = s * tl.exp(m - row_max)
+    lse = row_max + tl.log(tl.sum(s, axis=0))
+    target = tl.load(target_ptr + row)
+    x_t = tl.load(row_ptr + target).to(tl.float32)
+    tl.store(loss_ptr + row, lse - x_t)
+
+
+@triton.jit
+def ce_split_partial(logits_ptr, m_ptr, s_ptr, stride_row, n_cols, CHUNK: tl.constexpr, BLOCK: tl.constexpr,
+                     SPLITS: tl.constexpr):
+    """Split each row across SPLITS programs: each writes the (max, sum of exp) of its chunk."""
+    row = tl.program_id(0)
+    part = tl.program_id(1)
+    row_ptr = logits_ptr + row.to(tl.int64) * stride_row
+    m = float("-inf")
+    s = tl.zeros([BLOCK], tl.float32)
+    for start in range(part * CHUNK, part * CHUNK + CHUNK, BLOCK):
+        cols = start + tl.arange(0, BLOCK)
+        x = tl.load(row_ptr + cols, mask=cols < n_cols, other=float("-inf")).to(tl.float32)
+        m_new = tl.maximum(m, tl.max(x, axis=0))
+        m_safe = tl.where(m_new == float("-inf"), 0.0, m_new)  # a chunk of -inf only: no nan
+        s = s * tl.exp(m - m_safe) + tl.exp(x - m_safe)
+        m = m_new
+    tl.store(m_ptr + row * SPLITS + part, m)
+    tl.store(s_ptr + row * SPLITS + part, tl.sum(s, axis=0))
+
+
+@triton.jit
+def ce_split_combine(logits_ptr, target_ptr, loss_ptr, m_ptr, s_ptr, stride_row, SPLITS: tl.constexpr):
+    row = tl.program_id(0)
+    offs = tl.arange(0, SPLITS)
+    m = tl.load(m_ptr + row * SPLITS + offs)
+    s = tl.load(s_ptr + row * SPLITS + offs)
+    row_max = tl.max(m, axis=0)
+    lse = row_max + tl.log(tl.sum(s * tl.exp(m - row_max), axis=0))
+    target = tl.load(target_ptr + row)
+    x_t = tl.load(logits_ptr + row.to(tl.int64) * stride_row + target).to(tl.float32)
+    tl.store(loss_ptr + row, lse - x_t)
+
+
+def _assert_aminmax(t, n):
+    lo, hi = torch.aminmax(t)
+    torch._assert_async((lo >= 0) & (hi < n))
+
+
+CHECKS = {
+    "no check": None,
+    "assert max/min (search best)": lambda t, n: torch._assert_async(~((t.max() >= n) | (t.min() < 0))),
+    "assert aminmax": lambda t, n: _assert_aminmax(t, n),
+    "assert clamp-eq": lambda t, n: torch._assert_async(torch.eq(t.clamp(0, n - 1), t).all()),
+}
+
+
+def ce_launch(kernel, block, warps, stages, check="assert max/min (search best)"):
+    chk = CHECKS[check]
+
+    def run(logits, target):
+        n_rows, n_cols = logits.shape
+        if chk is not None:
+            chk(target, n_cols)
+        loss = torch.empty(n_rows, dtype=torch.float32, device=logits.device)
+        kernel[(n_rows,)](logits, target, loss, logits.stride(0), n_cols, BLOCK=block, num_warps=warps,
+                          num_stages=stages)
+        return loss
+    return run
+
+
+def ce_split_launch(splits, block, warps, stages):
+    def run(logits, target):
+        n_rows, n_cols = logits.shape
+        chunk = triton.cdiv(triton.cdiv(n_cols, splits), block) * block
+        m = torch.empty((n_rows, splits), dtype=torch.float32, device=logits.device)
+        s = torch.empty_like(m)
+        loss = torch.empty(n_rows, dtype=torch.float32, device=logits.device)
+        ce_split_partial[(n_rows, splits)](logits, m, s, logits.stride(0), n_cols, CHUNK=chunk, BLOCK=block,
+                                           SPLITS=splits, num_warps=warps, num_stages=stages)
+        ce_split_combine[(n_rows,)](logits, target, loss, m, s, logits.stride(0), SPLITS=splits, num_warps=1)
+        return loss
+    return run
+
+
+def ce_variants(quick):
+    v = {"first-draft": ce_mod.cross_entropy}
+    v["vector-max online 1024 w4 + assert (search best)"] = ce_launch(ce_online_vector, 1024, 4, 3)
+    v["vector-max online 1024 w4, no check"] = ce_launch(ce_online_vector, 1024, 4, 3, "no check")
+    for check in ("assert max/min (search best)", "assert aminmax", "assert clamp-eq"):
+        v[f"scalar-max online 2048 w8 s3 + {check}"] = ce_launch(ce_online_scalar, 2048, 8, 3, check)
+    grid = [(2048, 8, 3), (4096, 16, 2)] if quick else list(itertools.product((1024, 2048, 4096, 8192), (4, 8, 16), (1, 2, 3))) + [
+        (16384, 16, 1), (16384, 32, 1), (32768, 16, 1), (32768, 32, 1)]  # one block = a whole 32k row
+    for block, warps, stages in grid:
+        if block // (32 * warps) < 2:
+            continue
+        v[f"scalar-max online {block} w{warps} s{stages}, no check"] = ce_launch(ce_online_scalar, block, warps, stages, "no check")
+    for splits, block, warps in ([(4, 2048, 8)] if quick else [(2, 2048, 8), (4, 2048, 8), (8, 2048, 8), (4, 4096, 8), (8, 1024, 4)]):
+        v[f"split{splits} scalar-max {block} w{warps}, no check"] = ce_split_launch(splits, block, warps, 2)
+    return v
+
+
+# --- matmul -------------------------------------------------------------------------------------
+
+@triton.jit
+def mm_grouped(a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_ak, stride_bk, stride_bn, stride_cm, stride_cn,
+               BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,
+               EVEN_K: tl.constexpr):
+    pid = tl.program_id(0)
+    num_m = tl.cdiv(M, BLOCK_M)
+    num_n = tl.cdiv(N, BLOCK_N)
+    group = GROUP_M * num_n
+    first_m = (pid // group) * GROUP_M
+    size_m = min(num_m - first_m, GROUP_M)
+    pid_m = first_m + (pid % group) % size_m
+    pid_n = (pid % group) // size_m
+    offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+    offs_k = tl.arange(0, BLOCK_K)
+    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    for k in range(0, K, BLOCK_K):
+        ks = k + offs_k
+        if EVEN_K:
+            a = tl.load(a_ptr + offs_m[:, None] * stride_am + ks[None, :] * stride_ak, mask=offs_m[:, None] < M, other=0.0)
+            b = tl.load(b_ptr + ks[:, None] * stride_bk + offs_n[None, :] * stride_bn, mask=offs_n[None, :] < N, other=0.0)
+        else:
+            a = tl.load(a_ptr + offs_m[:, None] * stride_am + ks[None, :] * stride_ak,
+                        mask=(offs_m[:, None] < M) & (ks[None, :] < K), other=0.0)
+            b = tl.load(b_ptr + ks[:, None] * stride_bk + offs_n[None, :] * stride_bn,
+                        mask=(ks[:, None] < K) & (offs_n[None, :] < N), other=0.0)
+        acc += tl.dot(a, b)
+    mask = (offs_m[:, None] < M) & (offs_n[None, :] < N)
+    tl.store(c_ptr + offs_m[:, None] * stride_cm + offs_n[None, :] * stride_cn, acc.to(c_ptr.dtype.element_ty), mask=mask)
+
+
+def mm_launch(bm, bn, bk, warps, stages, group, even_k):
+    def run(a, b):
+        M, K = a.shape
+        _, N = b.shape
+        c = torch.empty((M, N), device=a.device, dtype=a.dtype)
+        grid = (triton.cdiv(M, bm) * triton.cdiv(N, bn),)
+        mm_grouped[grid](a, b, c, M, N, K, a.stride(0), a.stride(1), b.stride(0), b.stride(1), c.stride(0), c.stride(1),
+                         BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, GROUP_M=group, EVEN_K=even_k and K % bk == 0,
+                         num_warps=warps, num_stages=stages)
+        return c
+    return run
+
+
+def mm_variants(quick):
+    v = {"first-draft": mm_mod.matmul, "cuBLAS a @ b": lambda a, b: a @ b}
+    configs = [(128, 256, 64, 8, 3)] if quick else [
+        (128, 256, 64, 8, 3), (128, 256, 64, 8, 4), (256, 128, 64, 8, 3), (256, 128, 64, 8, 4),
+        (128, 128, 64, 4, 4), (128, 128, 64, 8, 4), (128, 256, 32, 8, 4), (256, 128, 32, 8, 4),
+        (128, 128, 128, 8, 3), (256, 256, 64, 8, 3)]
+    for (bm, bn, bk, warps, stages), group, even_k in itertools.product(configs, (1, 8), (False, True)):
+        if group == 1 and even_k:
+            continue
+        v[f"{bm}x{bn}x{bk} w{warps} s{stages} group{group}{' even-k' if even_k else ''}"] = mm_launch(
+            bm, bn, bk, warps, stages, group, even_k)
+    return v
+
+
+# --- driver -------------------------------------------------------------------------------------
+
+OPS = {
+    "col_sum": (col_sum_variants, col_sum_mod.col_sum_ref, col_sum_mod.col_sum_inputs, col_sum_mod.col_sum_small_inputs, 2e-3, 1e-2),
+    "cross_entropy": (ce_variants, ce_mod.cross_entropy_ref, ce_mod.cross_entropy_inputs, ce_mod.cross_entropy_small_inputs, 1e-4, 1e-4),
+    "read": (read_variants, lambda x: x.float().sum().reshape(1), read_inputs, read_small_inputs, 5.0, 1e-3),
+    "matmul": (mm_variants, mm_mod.matmul_ref, mm_mod.matmul_inputs, mm_mod.matmul_small_inputs, 1e-2, 1e-2),
+}
+
+
+def bytes_moved(args, out):
+    return sum(a.numel() * a.element_size() for a in args) + out.numel() * out.element_size()
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--ops", default="col_sum,cross_entropy,matmul")
+    ap.add_argument("--out", default=None)
+    ap.add_argument("--cpu", action="store_true", help="correctness only, small inputs, interpreter")
+    ap.add_argument("--top", type=int, default=6, help="variants timed on every case (the rest on case 0)")
+    opts = ap.parse_args()
+    record = {"torch": torch.__version__, "triton": triton.__version__, "ops": {}}
+    if not opts.cpu:
+        record["gpu"] = torch.cuda.get_device_name()
+        n = 256 * 2**20
+        src = torch.empty(n, dtype=torch.uint8, device="cuda")
+        dst = torch.empty_like(src)
+        ms = triton.testing.do_bench(lambda: dst.copy_(src))
+        record["copy_gbps"] = 2 * n / ms / 1e6
+        print(f"copy {record['copy_gbps']:.0f} GB/s", flush=True)
+    for op in opts.ops.split(","):
+        variants_of, ref, inputs_of, small_of, atol, rtol = OPS[op]
+        cases = small_of("cpu") if opts.cpu else inputs_of("cuda")
+        variants = variants_of(opts.cpu)
+        rows = []
+        for name, fn in variants.items():
+            row = {"name": name, "ok": True, "ms": []}
+            t0 = time.time()
+            try:
+                for i, args in enumerate(cases):
+                    if op == "matmul" and opts.cpu and name.startswith("cuBLAS"):
+                        continue
+                    got = fn(*args)
+                    want = ref(*args)
+                    if not torch.allclose(got.float(), want.float(), atol=atol, rtol=rtol):
+                        row["ok"] = False
+                        row["error"] = f"case {i}: max abs err {(got.float() - want.float()).abs().max().item():.3g}"
+                        break
+                if row["ok"] and not opts.cpu:
+                    row["ms"].append(triton.testing.do_bench(lambda: fn(*cases[0])))
+            except Exception as exc:  # a variant that does not compile is a finding, not a stop
+                row["ok"] = False
+                row["error"] = f"{type(exc).__name__}: {str(exc)[:200]}"
+            row["wall_s"] = round(time.time() - t0, 2)
+            rows.append(row)
+            print(f"{op:14s} {name:55s} {'ok' if row['ok'] else 'FAIL ' + row.get('error', '')} {row['ms']}", flush=True)
+        if not opts.cpu:
+            timed = sorted((r for r in rows if r["ok"] and r["ms"]), key=lambda r: r["ms"][0])
+            keep = timed[:opts.top] + [r for r in timed if r["name"] in ("first-draft", "cuBLAS a @ b", "torch.sum(dim=0)")]
+            for r in keep:
+                if len(r["ms"]) > 1:
+                    continue
+                for args in cases[1:]:
+                    r["ms"].append(triton.testing.do_bench(lambda: variants[r["name"]](*args)))
+            for r in rows:
+                if r["ok"] and r["ms"]:
+                    per = []
+                    for args, ms in zip(cases, r["ms"]):
+                        if op == "matmul":
+                            m, k = args[0].shape
+                            per.append(2 * m * k * args[1].shape[1] / ms / 1e9)  # TFLOP/s
+                        else:
+                            per.append(bytes_moved(args, ref(*args)) / ms / 1e6 / record["copy_gbps"])
+                    r["rate"] = per
+            print(f"== {op}: best first-case variants", flush=True)
+            for r in timed[:12]:
+                print(f"   {r['name']:55s} {[round(x * 1e3, 1) for x in r['ms']]} us  rate {[round(x, 3) for x in r.get('rate', [])]}", flush=True)
+        record["ops"][op] = rows
+    if opts.out:
+        with open(opts.out, "w") as f:
+            json.dump(record, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()
