@@ -193,3 +193,24 @@ def test_rewrites_that_helped_are_proposed_first(pool, tmp_path):
     # every proven mutator had its turn
     assert origins.index("config+launcher-cleanup") < origins.index("config+grouped-order")
     assert origins.count("config+config") > 1 and origins[2] == "config+config"
+
+
+def test_candidates_far_below_the_lead_become_stepping_stones():
+    """Only quick-timed candidates near the lead pay for the full harness; the others are kept
+    as parents (their rewrite may pay combined) but are never results."""
+    from kernelbrain.engine.search.engine import Node, split_stones
+
+    def quick(name, q):
+        node = Node(name, "", name, "", "original")
+        node.quick = q
+        return node
+
+    kept = [quick("tile-a", 1.87), quick("tile-b", 1.80), quick("tile-c", 1.63), quick("cleanup", 1.06)]
+    contenders, stones = split_stones(kept, best=1.0)
+    assert [n.id for n in contenders] == ["tile-a", "tile-b"] and [n.id for n in stones] == ["tile-c", "cleanup"]
+    # the lead can be an earlier generation's best: then nothing new may be near it
+    contenders, stones = split_stones(kept, best=2.5)
+    assert contenders == [] and len(stones) == 4
+    for node in stones:
+        node.outcome = "stone"
+    assert all(n.expandable and not n.verified for n in stones)

@@ -4,8 +4,12 @@ Each generation expands the best verified variants so far with every mutator, th
 candidates up a fidelity ladder, cheap checks on many and expensive ones on few:
 
     gate (static) -> dry run + AOT compile (parallel, CPU) -> cost-model rank [halving]
-    -> smoke correctness -> quick timing on the largest case [halving, GPU]
+    -> smoke correctness -> quick timing on every case [halving, GPU]
     -> full correctness (5 stages) -> precise interleaved timing on every case (GPU)
+
+On a GPU only the candidates that quick timing puts near the lead climb to the last two rungs;
+the others kept by the halving become stepping stones: expanded like verified variants (their
+rewrite may pay once combined), never reported, since they were not fully verified.
 
 Without a GPU the timings are replaced by the static cost model and every speedup is labelled
 an estimate. The search stops on its budget (wall time, GPU time, candidates), on stagnation, or
@@ -63,6 +67,7 @@ PRECISE_REP_MS = 150.0
 FINAL_REP_MS = 400.0
 FINAL_CONTENDERS = 3  # variants given the final A/B: the best and its closest rivals
 FINAL_CONTENDER_MARGIN = 0.1  # rivals measured within 10% of the best (the CE case above: 3%)
+STONE_MARGIN = 0.1  # quick-timed more than 10% below the lead: a stepping stone, not fully verified
 END_RESERVE_FRACTION = 0.1  # of the wall budget, kept for the dispatching variant and the final A/B
 END_RESERVE_MAX_S = 30.0
 
@@ -86,6 +91,18 @@ def halve(ranked: list[Node], keep: int) -> tuple[list[Node], list[Node]]:
         else:
             dropped.append(node)
     return kept, dropped
+
+
+def split_stones(kept: list[Node], best: float) -> tuple[list[Node], list[Node]]:
+    """(contenders, stepping stones) among quick-timed candidates: a contender is within
+    STONE_MARGIN of the lead (the best so far or the best quick timing). Why: the full harness
+    costs ~10 s per matmul candidate on an H200 (five stages, a JIT specialisation per odd
+    shape); in a 5-minute search the first generation spent 190 s fully verifying 11 candidates,
+    six of them more than 10% below the 1.87x lead (four at 1.00-1.06x), and the next generation,
+    which combined the lead with a 1.06x rewrite, ran out of time before its full harness."""
+    lead = max([best] + [n.quick or 0.0 for n in kept])
+    contenders = [n for n in kept if (n.quick or 0.0) >= lead * (1 - STONE_MARGIN)]
+    return contenders, [n for n in kept if n not in contenders]
 
 
 class SearchError(Exception):
@@ -114,6 +131,11 @@ class Node:
     @property
     def verified(self) -> bool:
         return self.outcome == "verified"
+
+    @property
+    def expandable(self) -> bool:
+        """Verified, or a stepping stone (smoke-tested and quick-timed, below the lead)."""
+        return self.outcome in ("verified", "stone")
 
 
 class Search:
@@ -370,10 +392,11 @@ class Search:
 
     # -- generations ------------------------------------------------------------------------------
     def _parents(self, ignore_expanded: bool = False) -> list[Node]:
-        """The best verified variants, plus the best of every other structure (its chain of
-        structural rewrites): a single-pass softmax at 0.93x with the original's warps needs the
-        configuration space before it wins, and would never be expanded among the top three."""
-        verified = [n for n in self.nodes.values() if n.verified and (ignore_expanded or not n.expanded)]
+        """The best verified variants (and stepping stones), plus the best of every other
+        structure (its chain of structural rewrites): a single-pass softmax at 0.93x with the
+        original's warps needs the configuration space before it wins, and would never be
+        expanded among the top three."""
+        verified = [n for n in self.nodes.values() if n.expandable and (ignore_expanded or not n.expanded)]
         verified.sort(key=lambda n: (-(self._score(n) or (1.0 if n.id == "original" else 0.0)), n.id))
         parents = verified[:PARENTS_PER_GENERATION]
         structures = {structure(n.origin) for n in parents}
@@ -390,7 +413,7 @@ class Search:
         proven = set()
         for node in self.nodes.values():
             parent = self.nodes.get(node.parent or "")
-            score = self._score(node) if node.verified else None
+            score = self._score(node) if node.expandable else None
             if parent is not None and score is not None and score > (self._score(parent) or 1.0) * (1 + IMPROVEMENT):
                 proven.add(node.origin.split("+")[-1])
         return proven
@@ -520,6 +543,12 @@ class Search:
             smoked, dropped = halve(timed, max(MIN_KEEP - 1, math.ceil(len(timed) * KEEP_AFTER_QUICK)))
             for node in dropped:
                 self._end(node, "pruned", "quick", "ranked-out", f"quick timing {node.quick:.3f}x: below the kept half")
+            # a forced candidate (the dispatching variant) always gets its full verdict
+            smoked, stones = (smoked, []) if force else split_stones(smoked, self.best_speedup)
+            for node in stones:
+                self._end(node, "stone", "quick", "below-lead",
+                          f"quick timing {node.quick:.3f}x, more than {STONE_MARGIN:.0%} below the lead: "
+                          f"expanded as a stepping stone, not fully verified")
         # rung: full correctness, then precise timing (GPU) or estimates (CPU)
         for node in smoked:
             res = self._correctness(node, "full", list(m.STAGES), force)
