@@ -95,3 +95,37 @@ def test_matmul_tile_efficiency_reads_the_tiles_not_the_matrix_sizes():
         return launch_time_us(rec, facts, shape, tile_names(source, "matmul_kernel"), DEV, 100 * 2 * n ** 3)
 
     assert us(64, 64, 32, 4) > 2.0 * us(128, 256, 64, 8)
+
+
+def test_exponentials_per_element_bound_a_streaming_loop():
+    """H200, cross_entropy 4096x32768 at 4 warps (bench/structure_probe.py): a per-lane running
+    maximum (two exponentials per logit) took 122 us, a per-row one (one per logit) 86-95 us;
+    same bytes."""
+    from .test_mutators import example, propose
+
+    task, source = example("cross_entropy")
+    lane, block = propose("online-softmax", task, source)
+    rows, cols = 4096, 32768
+    args = [ArgSpec("logits_ptr", "ptr", "bf16", numel=rows * cols, nbytes=2 * rows * cols, shape=[rows, cols]),
+            ArgSpec("target_ptr", "ptr", "i64", numel=rows, nbytes=8 * rows, shape=[rows]),
+            ArgSpec("loss_ptr", "ptr", "fp32", numel=rows, nbytes=4 * rows, shape=[rows]),
+            ArgSpec("stride_row", "int", "i32", cols), ArgSpec("n_cols", "int", "i32", cols),
+            ArgSpec("BLOCK_SIZE", "constexpr", value=1024)]
+    rec = LaunchRecord("cross_entropy_kernel", (rows,), args, 4, 3)
+    facts = CompiledFacts("cross_entropy_kernel", True, n_regs=40, n_spills=0, shared_bytes=64)
+
+    def us(src: str) -> float:
+        shape = kernel_shape(src, "cross_entropy_kernel", {"BLOCK_SIZE": 1024})
+        assert shape is not None
+        return launch_time_us(rec, facts, shape, tile_names(src, "cross_entropy_kernel"), DEV, None)
+
+    assert kernel_shape(lane.source, "cross_entropy_kernel", {}).specials_per_element == 2  # type: ignore[union-attr]
+    assert kernel_shape(block.source, "cross_entropy_kernel", {}).specials_per_element == 1  # type: ignore[union-attr]
+    assert us(lane.source) / us(block.source) > 1.15
+    # without the special-function floor the two would be estimated alike
+    no_floor = DeviceModel(special_tops=1e6)
+    shape_l = kernel_shape(lane.source, "cross_entropy_kernel", {"BLOCK_SIZE": 1024})
+    shape_b = kernel_shape(block.source, "cross_entropy_kernel", {"BLOCK_SIZE": 1024})
+    t_l = launch_time_us(rec, facts, shape_l, [], no_floor, None)  # type: ignore[arg-type]
+    t_b = launch_time_us(rec, facts, shape_b, [], no_floor, None)  # type: ignore[arg-type]
+    assert abs(t_l / t_b - 1) < 0.05

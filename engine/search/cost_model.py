@@ -12,7 +12,9 @@ launch overhead:
   a 128-byte line;
 - latency: the dependent memory round trips each program makes, growing with the waves;
 - compute (matmul): FLOPs over the tensor-core rate scaled by a tile-efficiency factor;
-- atomics: programs ending in an atomic update retire at a bounded rate.
+- atomics: programs ending in an atomic update retire at a bounded rate;
+- special functions: exponentials, logarithms, roots computed on whole tiles, at the rate of the
+  special-function units.
 
 The device constants were fitted against H200 measurements (bench/cost_model_fit.py).
 Every figure it produces is an estimate and is labelled so (`measured: false`).
@@ -53,6 +55,11 @@ class DeviceModel:
     # wide (32 B) ran at 0.88x of the same tiles 64 wide (128 B) on an H200.
     line_bytes: int = 128
     short_run_exponent: float = 0.1
+    # Special-function results (tl.exp, tl.log, ...) per second, x1e12. H200, cross_entropy
+    # 4096x32768 (134 M logits) at 4 warps: two exponentials per logit (a per-lane running
+    # maximum) took 122 us, one per logit 86-95 us (bench/structure_probe.py): ~2.2e12 a second
+    # once the exponentials bound the loop (the units' peak is 132 SMs x 16 x 1.98 GHz = 4.2e12).
+    special_tops: float = 2.2
     max_warps_per_sm: int = 64
     max_blocks_per_sm: int = 32
     regs_per_sm: int = 65536
@@ -74,6 +81,51 @@ class KernelShape:
     grouped: bool
     atomic_calls: int  # atomic updates per program
     contiguous: list[str]  # per load: the constexpr bounding its unit-stride run (empty: unknown)
+    tile_passes: dict[str, int]  # pointer parameter -> statements that load a whole tile of it
+    specials_per_element: float  # special functions on tiles per element loaded (in the loops, if any)
+    specials_per_program: int  # ... on a tile once per program (outside the loops)
+
+
+_SPECIAL = {"exp", "exp2", "log", "log2", "log1p", "sin", "cos", "sqrt", "sqrt_rn", "rsqrt", "sigmoid", "erf",
+            "tanh", "pow", "fdiv", "div_rn"}
+_REDUCE = {"max", "min", "sum", "reduce", "argmax", "argmin", "xor_sum", "prod"}
+
+
+def _attr(func: ast.expr) -> str:
+    return func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
+
+
+def _is_tile(expr: ast.AST, tiles: set[str]) -> bool:
+    """Whether an expression is a whole tile (one value per lane) rather than a scalar: it reads
+    `tl.arange`, a tile-shaped `tl.zeros`/`tl.full`, or a tile-valued name, other than through a
+    reduction (whose result is treated as a scalar)."""
+    if isinstance(expr, ast.Call):
+        name = _attr(expr.func)
+        if name in _REDUCE:
+            return False
+        if name == "arange":
+            return True
+        if name in ("zeros", "full") and expr.args and isinstance(expr.args[0], (ast.List, ast.Tuple)):
+            return True
+    if isinstance(expr, ast.Name):
+        return expr.id in tiles
+    return any(_is_tile(c, tiles) for c in ast.iter_child_nodes(expr))
+
+
+def _tile_names(body: list[ast.stmt]) -> set[str]:
+    """Names that hold tiles, to a fixed point (loop-carried values flow backwards)."""
+    tiles: set[str] = set()
+    assigns = [n for s in body for n in ast.walk(s) if isinstance(n, (ast.Assign, ast.AugAssign))]
+    changed = True
+    while changed:
+        changed = False
+        for a in assigns:
+            targets = a.targets if isinstance(a, ast.Assign) else [a.target]
+            names = {t.id for t in targets if isinstance(t, ast.Name)} - tiles
+            if names and _is_tile(a.value, tiles):
+                tiles |= names
+                changed = True
+    return tiles
 
 
 def _range_call(stmt: ast.stmt) -> tuple[str, list[ast.expr]]:
@@ -159,8 +211,24 @@ def kernel_shape(source: str, kernel: str, constexprs: dict) -> KernelShape | No
     grouped = any("group" in p.lower() for p in kv.params) or kv.uses("swizzle2d")
     contiguous = [b for s in body for c in calls(s, "load") if c.args
                   for b in sorted(kv.unit_stride_bounds(c.args[0]))[:1]]
+    tiles = _tile_names(body)
+    tile_passes: dict[str, int] = {}
+    tile_loads = [0, 0]  # straight-line statements, loops
+    specials = [0, 0]
+    for stmt in body:
+        in_loop = int(isinstance(stmt, (ast.For, ast.While)))
+        loaded = [c for c in calls(stmt, "load") if c.args and _is_tile(c.args[0], tiles)]
+        tile_loads[in_loop] += len(loaded)
+        for p in {p for c in loaded for p in kv.pointer_params_of(c)}:
+            tile_passes[p] = tile_passes.get(p, 0) + 1
+        specials[in_loop] += sum(1 for c in ast.walk(stmt) if isinstance(c, ast.Call) and _attr(c.func) in _SPECIAL
+                                 and any(_is_tile(a, tiles) for a in c.args))
+    if tile_loads[1]:  # the loops stream the data; what is outside them runs once per program
+        per_element, per_program = specials[1] / tile_loads[1], specials[0]
+    else:
+        per_element, per_program = specials[0] / max(tile_loads[0], 1), 0
     return KernelShape(passes, stores, atomics, kv.uses("dot"), loops, loads_per_iter, trips, unrolled, grouped,
-                       atomic_calls, contiguous)
+                       atomic_calls, contiguous, tile_passes, per_element, per_program)
 
 
 def _prod(xs) -> int:
@@ -248,7 +316,11 @@ def launch_time_us(rec: LaunchRecord, facts: CompiledFacts | None, shape: Kernel
                                                                      shape.grouped)) / max(wave_eff, 0.05)
     spill = 1 + min(1.0, (facts.n_spills or 0) / 256) if facts else 1.0
     atomic_us = programs * shape.atomic_calls * dev.atomic_program_ns / 1000
-    return max(mem_us * spill, latency_us, compute_us, atomic_us) + dev.launch_us
+    numel = {a.name: a.numel for a in rec.args if a.kind == "ptr"}
+    tile_elements = sum(numel.get(p, 0) * n for p, n in shape.tile_passes.items())
+    specials = tile_elements * shape.specials_per_element + programs * tile * shape.specials_per_program
+    special_us = specials / (dev.special_tops * 1e6) / max(wave_eff, 0.05)
+    return max(mem_us * spill, latency_us, compute_us, atomic_us, special_us) + dev.launch_us
 
 
 def case_time_us(case: CaseLaunches, facts: dict[int, CompiledFacts | None], source: str, tiles: dict[str, list[str]],
