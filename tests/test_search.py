@@ -166,8 +166,8 @@ def test_dry_runs_draw_a_launchers_cpu_inputs_once_per_worker(pool, tmp_path):
 
 def test_rewrites_that_helped_are_proposed_first(pool, tmp_path):
     """A rewrite that made one variant faster is tried on the others before the rest, and a
-    mutator's many proposals take turns with the others': an H200 matmul search never tried its
-    best tiling without the zero-fill (1.06x on its own) before the budget ran out."""
+    mutator's many proposals take turns with the others': an H200 matmul search never combined its
+    best tiling with the zero-fill removal (1.06x on its own) before the budget ran out."""
     from kernelbrain.engine.evaluate.messages import TimingResult
     from kernelbrain.engine.search.engine import Node
 

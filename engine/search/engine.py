@@ -396,11 +396,11 @@ class Search:
         structure (its chain of structural rewrites): a single-pass softmax at 0.93x with the
         original's warps needs the configuration space before it wins, and would never be
         expanded among the top three."""
-        verified = [n for n in self.nodes.values() if n.expandable and (ignore_expanded or not n.expanded)]
-        verified.sort(key=lambda n: (-(self._score(n) or (1.0 if n.id == "original" else 0.0)), n.id))
-        parents = verified[:PARENTS_PER_GENERATION]
+        expandable = [n for n in self.nodes.values() if n.expandable and (ignore_expanded or not n.expanded)]
+        expandable.sort(key=lambda n: (-(self._score(n) or (1.0 if n.id == "original" else 0.0)), n.id))
+        parents = expandable[:PARENTS_PER_GENERATION]
         structures = {structure(n.origin) for n in parents}
-        for node in verified[PARENTS_PER_GENERATION:]:
+        for node in expandable[PARENTS_PER_GENERATION:]:
             if len(parents) >= MAX_PARENTS:
                 break
             if structure(node.origin) not in structures:
@@ -421,10 +421,10 @@ class Search:
     def _propose(self, parents: list[Node]) -> list[Node]:
         """Every mutator on every parent, ordered so that what the compile rung cuts when time is
         short is the least promising: rewrites that already made some variant faster come first,
-        and each mutator's proposals take turns with the others'. In an H200 matmul search the
-        best tiling's zero-fill removal (1.06x on the first draft) was never tried: it sat behind
-        the tiling's own re-proposals when the budget ran out, and the two compose to 0.90x cuBLAS
-        (`bench/structure_probe.py`: 207 us for the kernel alone, the zero-fill is another ~10)."""
+        and each mutator's proposals take turns with the others'. In an H200 matmul search (run A
+        in BENCHMARKS.md) 31 re-tilings of the best tiling were compiled and ranked, but the
+        tiling was never combined with the zero-fill removal (1.06x on the first draft) before the
+        budget ran out; combined, the two measured 0.91x cuBLAS (run D)."""
         fresh: list[Node] = []
         turn: dict[str, int] = {}
         seen = set(self.nodes)
