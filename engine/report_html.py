@@ -11,7 +11,7 @@ import io
 
 from .search.result import SearchResult
 
-OUTCOME_COLOURS = {"verified": "#2a9d3f", "pruned": "#9a9a9a", "rejected": "#d1495b"}
+OUTCOME_COLOURS = {"verified": "#2a9d3f", "stepping stone": "#e9a23b", "pruned": "#9a9a9a", "rejected": "#d1495b"}
 
 
 def _svg(fig) -> str:
@@ -27,6 +27,8 @@ def _svg(fig) -> str:
 def _colour(outcome: str) -> str:
     if outcome == "verified":
         return OUTCOME_COLOURS["verified"]
+    if outcome == "quick:below-lead":  # quick-timed, expanded, not fully verified
+        return OUTCOME_COLOURS["stepping stone"]
     if outcome.startswith(("estimate:", "quick:")):
         return OUTCOME_COLOURS["pruned"]
     return OUTCOME_COLOURS["rejected"]

@@ -82,3 +82,12 @@ def test_optimize_usage_errors(tmp_path):
     r = subprocess.run([sys.executable, "-m", "kernelbrain.engine.cli", "optimize", str(EXAMPLES / "ops" / "gelu.py"),
                         "--llm"], capture_output=True, text=True)
     assert r.returncode == 2 and "LLM" in r.stderr
+
+
+def test_report_marks_stepping_stones_apart_from_pruned_candidates():
+    """A stepping stone was kept and expanded; the trajectory plot must not show it as pruned."""
+    from kernelbrain.engine.report_html import OUTCOME_COLOURS, _colour
+
+    assert _colour("quick:below-lead") == OUTCOME_COLOURS["stepping stone"]
+    assert _colour("quick:ranked-out") == _colour("estimate:ranked-out") == OUTCOME_COLOURS["pruned"]
+    assert _colour("verified") == OUTCOME_COLOURS["verified"]
