@@ -155,6 +155,7 @@ def main() -> int:
             full = search(op, 600, pool, dev, max_candidates=args.full_candidates, exhaustive=True,
                           compile_workers=args.compile_workers)
             rec = {"op": op, "ladder_gpu_s": ladder.budget.spent.gpu_s, "full_gpu_s": full.budget.spent.gpu_s,
+                   "ladder_gpu_s_to_best": ladder.gpu_s_to_best, "full_gpu_s_to_best": full.gpu_s_to_best,
                    "ladder_best": ladder.best, "full_best": full.best,
                    "ladder_best_speedup": next((v.speedup for v in ladder.variants if v.id == ladder.best), None),
                    "full_best_speedup": next((v.speedup for v in full.variants if v.id == full.best), None),
@@ -162,7 +163,8 @@ def main() -> int:
             rows.append({"ladder_vs_full": rec})
             (args.out / "search.json").write_text(json.dumps(rows, indent=1))
             print(f"== ladder vs full on {op}: GPU {rec['ladder_gpu_s']:.0f}s vs {rec['full_gpu_s']:.0f}s "
-                  f"({1 - rec['ladder_gpu_s'] / max(rec['full_gpu_s'], 1e-9):.0%} less); best {rec['ladder_best']} "
+                  f"({1 - rec['ladder_gpu_s'] / max(rec['full_gpu_s'], 1e-9):.0%} less), until the best "
+                  f"{rec['ladder_gpu_s_to_best']}s vs {rec['full_gpu_s_to_best']}s; best {rec['ladder_best']} "
                   f"{rec['ladder_best_speedup']} vs {rec['full_best']} {rec['full_best_speedup']}", flush=True)
     return 0
 

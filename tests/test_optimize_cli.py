@@ -47,6 +47,7 @@ def test_optimize_example(workspace, op, tmp_path):
     for key in ("kernel", "file", "device", "baseline", "variants", "budget", "candidates"):
         assert key in out
     assert out["kernel"] == f"{op}_kernel" and out["device"] == "cpu" and out["measured"] is False
+    assert out["gpu_s_to_best"] is None  # no GPU seconds without a GPU
     assert len(out["baseline"]) == 3 and out["budget"]["spent"]["candidates"] <= 11
     assert set(out["budget"]["limits"]) >= {"wall_s", "max_candidates", "llm_tokens"}
     assert out["candidates"]["per_stage"] and out["candidates"]["per_outcome"]

@@ -214,3 +214,20 @@ def test_candidates_far_below_the_lead_become_stepping_stones():
     for node in stones:
         node.outcome = "stone"
     assert all(n.expandable and not n.verified for n in stones)
+
+
+def test_gpu_seconds_to_best_are_those_spent_when_the_best_was_verified(pool, tmp_path):
+    """The ladder's saving shows in the GPU time until the best was verified, not in totals that
+    also hold the baseline and the final A/B."""
+    from kernelbrain.engine.search.result import TrajectoryPoint
+
+    ws = workspace(tmp_path)
+    search = Search(find_task(ws / "ops" / "softmax.py", "softmax_kernel"), device="cuda:0",
+                    budget=Budget(wall_s=60), store=Store(ws), pool=pool)
+    search.trajectory = [TrajectoryPoint(1.0, "a", "config", "verified", 1.2, 1.2, 10.0),
+                         TrajectoryPoint(2.0, "b", "config", "quick:below-lead", 1.0, 1.2, 14.0),
+                         TrajectoryPoint(3.0, "c", "single-pass", "verified", 1.5, 1.5, 31.5)]
+    search.best_id = "c"
+    assert search._gpu_s_to_best() == 31.5
+    search.best_id = "resumed-from-the-store"
+    assert search._gpu_s_to_best() is None

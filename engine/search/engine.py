@@ -215,7 +215,7 @@ class Search:
         self.counts.per_outcome[key] = self.counts.per_outcome.get(key, 0) + 1
         self.store.record_outcome(self.key, node.id, self.device, rung, passed, reason, message, details)
         self.trajectory.append(TrajectoryPoint(self._t(), node.id, node.origin, key, self._score(node),
-                                               self.best_speedup))
+                                               self.best_speedup, round(self.meter.spent.gpu_s, 3)))
 
     def _stopped(self) -> str | None:
         if self.cancel.is_set():
@@ -717,6 +717,13 @@ class Search:
             self.store.finish_search(search_id, status, None)
             raise
 
+    def _gpu_s_to_best(self) -> float | None:
+        """GPU seconds spent when the best variant was verified (None on a CPU, or when the best
+        was resumed from an earlier search)."""
+        if not self.gpu:
+            return None
+        return next((p.gpu_s for p in self.trajectory if p.candidate == self.best_id and p.outcome == "verified"), None)
+
     def _result(self, stopped: str) -> SearchResult:
         variants = [self._variant(n) for n in self.nodes.values() if n.verified and n.id != "original"]
         variants.sort(key=lambda v: (-v.speedup, v.id))
@@ -733,6 +740,6 @@ class Search:
             budget=BudgetReport(self.meter.budget, self.meter.tick()), candidates=self.counts, stopped=stopped,
             trajectory=self.trajectory, notes=self.notes, seed=self.seed, source_hash=source_hash(self.original),
             rung_seconds={k: round(v, 2) for k, v in self.rung_seconds.items()}, original=self.original,
-            entry=self.task.entry,
+            entry=self.task.entry, gpu_s_to_best=self._gpu_s_to_best(),
             case_bytes=case_bytes, case_flops=case_flops,
             ceilings={"copy_gbps": self.dev.bandwidth_gbps, "bf16_tflops": self.dev.bf16_tflops})

@@ -47,6 +47,7 @@ class TrajectoryPoint(msgspec.Struct):
     outcome: str  # "verified" or the rung and reason it stopped at
     speedup: float | None
     best: float  # best verified speedup so far (1.0 = the original)
+    gpu_s: float = 0.0  # GPU seconds spent so far
 
 
 class CandidateCounts(msgspec.Struct):
@@ -82,6 +83,9 @@ class SearchResult(msgspec.Struct):
     rung_seconds: dict[str, float] = {}  # wall time spent in each rung of the ladder
     original: str = ""  # the source searched (variants are rebased from it onto later edits)
     entry: str = ""  # the launcher the harness calls (with the kernel, what a variant was verified on)
+    # GPU seconds spent when the best was verified: what the coarse-to-fine ladder saves shows
+    # here, not in totals that also hold the baseline and the final A/B
+    gpu_s_to_best: float | None = None
 
 
 class SearchEvent(msgspec.Struct):
