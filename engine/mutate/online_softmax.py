@@ -119,9 +119,7 @@ def propose(ctx: MutationContext):
         rescale = _stmt(f"{d} = {d} * tl.exp({m} - {big_m})  # every lane's sum, rescaled to the row maximum")
         head = [copy.deepcopy(s) for s in body[:i]] + [copy.deepcopy(s) for s in inits]
         tail = [copy.deepcopy(s) for s in body[j + 1:]]
-        new_fn = copy.deepcopy(kv.node)
-        new_fn.body = head + [merged] + [copy.deepcopy(reduce_stmt)] + rescale + tail
-        source = Edits(ctx.source).replace_function(kv.node, fix(new_fn)).apply()
+        source = _with_body(ctx, kv.node, head + [merged] + [copy.deepcopy(reduce_stmt)] + rescale + tail)
         yield Mutation(source, "online-softmax",
                        f"the running maximum and the sum of exponentials are computed in one pass over `{x}` "
                        f"(online softmax: the sum is rescaled when the maximum grows), one read of the row fewer")
@@ -131,14 +129,18 @@ def propose(ctx: MutationContext):
             head_uses = [s for s in head if any(isinstance(n, ast.Name) and n.id == m for n in ast.walk(s))]
             if len(head_uses) == 1 and isinstance(head_uses[0], ast.Assign):
                 head = [s for s in head if s is not head_uses[0]]
-            new_fn = copy.deepcopy(kv.node)
-            new_fn.body = head + block_wise + tail
-            source = Edits(ctx.source).replace_function(kv.node, fix(new_fn)).apply()
-            yield Mutation(source, "online-softmax",
+            yield Mutation(_with_body(ctx, kv.node, head + block_wise + tail), "online-softmax",
                            f"the running maximum and the sum of exponentials are computed in one pass over `{x}`, "
                            f"with one running maximum per row raised block by block: one exponential per element "
                            f"(a per-lane maximum needs two), one read of the row fewer")
         return
+
+
+def _with_body(ctx: MutationContext, fn: ast.FunctionDef, body: list[ast.stmt]) -> str:
+    """The module's source with the kernel's body replaced."""
+    new_fn = copy.deepcopy(fn)
+    new_fn.body = body
+    return Edits(ctx.source).replace_function(fn, fix(new_fn)).apply()
 
 
 def _reduces_whole(call: ast.Call, m: str) -> bool:

@@ -9,10 +9,10 @@ dispatch guard, so the policy gate allows it.
 from __future__ import annotations
 
 import ast
-import math
 from dataclasses import dataclass
 
 from ..evaluate.messages import CaseLaunches
+from ..evaluate.stats import geomean
 from ..mutate.edits import Edits
 
 
@@ -47,7 +47,8 @@ class Choice:
 
 
 def _geomean(xs: list[float]) -> float:
-    return math.exp(sum(math.log(max(x, 1e-9)) for x in xs) / len(xs)) if xs else 0.0
+    """Speedups of 0 (a case whose estimate is not finite) count as tiny, not as an error."""
+    return geomean([max(x, 1e-9) for x in xs])
 
 
 def best_split(cases: list[CaseLaunches], speedups: dict[str, list[float]], entry_params: list[str],

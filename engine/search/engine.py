@@ -674,7 +674,8 @@ class Search:
             self.notes.append(f"final A/B: {winner.origin} at {speedup:.3f}x, ahead of {contenders[0].origin} at "
                               f"{contenders[0].timing.speedup:.3f}x, which precise timing had put first")  # type: ignore[union-attr]
             self.best_id = winner.id
-            self.time_to_best = next((p.t for p in self.trajectory if p.candidate == winner.id), self.time_to_best)
+            point = self._verified_at(winner.id)
+            self.time_to_best = point.t if point else self.time_to_best
         self.best_speedup = speedup
 
     def run(self) -> SearchResult:
@@ -717,12 +718,15 @@ class Search:
             self.store.finish_search(search_id, status, None)
             raise
 
+    def _verified_at(self, node_id: str | None) -> TrajectoryPoint | None:
+        """The trajectory point where a variant was verified (None: resumed from the store)."""
+        return next((p for p in self.trajectory if p.candidate == node_id and p.outcome == "verified"), None)
+
     def _gpu_s_to_best(self) -> float | None:
         """GPU seconds spent when the best variant was verified (None on a CPU, or when the best
         was resumed from an earlier search)."""
-        if not self.gpu:
-            return None
-        return next((p.gpu_s for p in self.trajectory if p.candidate == self.best_id and p.outcome == "verified"), None)
+        point = self._verified_at(self.best_id)
+        return point.gpu_s if self.gpu and point else None
 
     def _result(self, stopped: str) -> SearchResult:
         variants = [self._variant(n) for n in self.nodes.values() if n.verified and n.id != "original"]
