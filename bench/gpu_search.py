@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import shutil
 import sys
 import tempfile
@@ -112,6 +113,12 @@ def search(op: str, budget_s: float, pool, dev, **kw):
     return s.run()
 
 
+def fresh_cache_pool(tag: str) -> WorkerPool:
+    """Workers started from here on compile into a new, empty Triton cache."""
+    os.environ["TRITON_CACHE_DIR"] = tempfile.mkdtemp(prefix=f"kb-triton-{tag}-")
+    return WorkerPool()
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", type=Path, required=True)
@@ -151,11 +158,17 @@ def main() -> int:
                           f"{c['gbps']:6.0f} GB/s = {c['frac_copy']:.1%} of copy; torch.compile {c['compile_us']:.1f} us "
                           f"({c['vs_compile']:.2f}x){extra}", flush=True)
         for op in [o for o in args.ladder_vs_full.split(",") if o]:
-            ladder = search(op, 600, pool, dev, max_candidates=args.full_candidates, compile_workers=args.compile_workers)
-            full = search(op, 600, pool, dev, max_candidates=args.full_candidates, exhaustive=True,
-                          compile_workers=args.compile_workers)
+            # Each mode gets fresh workers over an empty Triton cache: otherwise the second search
+            # would load the first one's cubins for every candidate they share.
+            with fresh_cache_pool("ladder") as p:
+                ladder = search(op, 600, p, dev, max_candidates=args.full_candidates,
+                                compile_workers=args.compile_workers)
+            with fresh_cache_pool("full") as p:
+                full = search(op, 600, p, dev, max_candidates=args.full_candidates, exhaustive=True,
+                              compile_workers=args.compile_workers)
             rec = {"op": op, "ladder_gpu_s": ladder.budget.spent.gpu_s, "full_gpu_s": full.budget.spent.gpu_s,
                    "ladder_gpu_s_to_best": ladder.gpu_s_to_best, "full_gpu_s_to_best": full.gpu_s_to_best,
+                   "ladder_rung_seconds": ladder.rung_seconds, "full_rung_seconds": full.rung_seconds,
                    "ladder_best": ladder.best, "full_best": full.best,
                    "ladder_best_speedup": next((v.speedup for v in ladder.variants if v.id == ladder.best), None),
                    "full_best_speedup": next((v.speedup for v in full.variants if v.id == full.best), None),

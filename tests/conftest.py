@@ -19,6 +19,19 @@ def examples_copy(tmp_path: Path) -> Path:
     return dest
 
 
+@pytest.fixture
+def private_cache(tmp_path: Path, monkeypatch) -> Path:
+    """An empty Triton cache for the workers this test starts (they inherit the environment)."""
+    folder = tmp_path / "triton-cache"
+    monkeypatch.setenv("TRITON_CACHE_DIR", str(folder))
+    return folder
+
+
+def cache_entries(folder: Path) -> set[str]:
+    """Triton's cache keeps one folder per compiled specialisation."""
+    return {p.name for p in folder.iterdir()} if folder.is_dir() else set()
+
+
 def pytest_collection_modifyitems(config, items):
     """Tests marked `gpu` need a CUDA device; without one they are skipped, visibly."""
     from kernelbrain.engine.evaluate.devices import gpu_count

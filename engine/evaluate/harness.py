@@ -327,38 +327,58 @@ class Harness:
             raise HarnessFailure(result.reason or "mismatch", f"{stage} stage, {label} ({desc}): {result.message}", case)
 
     # -- stages ----------------------------------------------------------------------------
+    def stage_inputs(self, stage: str):
+        """Every input a stage checks, lazily, as (label, args, check options). The stages run
+        them; a dry run records what they would launch, so the search can compile their
+        specialisations ahead of time on the CPU (`Specialize.stages`)."""
+        if stage == "smoke":
+            for i, args in enumerate(self.small_cases("smoke")):
+                yield f"small case {i}", args, {}
+        elif stage == "sweep":
+            if self.req.full_cases:
+                for i, args in enumerate(self.full_cases("sweep")):
+                    yield f"case {i}", args, {}
+            blocks = self.block_sizes()
+            for i, args in enumerate(self.small_cases("sweep")):
+                yield f"small case {i}", args, {}
+                for label, variant in shapes.odd_sizes(args, blocks, stage_seed(self.req.seed, f"sweep{i}")):
+                    yield f"small case {i} size {label}", variant, {}
+        elif stage == "stability":
+            for i, args in enumerate(self.small_cases("stability")[:2]):
+                for kind in STABILITY_KINDS:
+                    yield f"small case {i} {kind}", shapes.scaled(args, kind, i), {"scale": STABILITY_SCALE}
+        elif stage == "determinism":
+            yield "3 runs", (self.full_cases("determinism") if self.req.full_cases
+                             else self.small_cases("determinism"))[0], {}
+        elif stage == "edge":
+            for i, args in enumerate(self.small_cases("edge")):
+                variants = [("strided", shapes.non_contiguous(args)), ("column-major", shapes.transposed(args))]
+                variants += shapes.size_one(args, stage_seed(self.req.seed, f"edge{i}"))
+                for label, variant in variants:
+                    if variant is not None:
+                        yield f"small case {i} {label}", variant, {"only_if_original_ok": True}
+        else:
+            raise ValueError(f"unknown stage {stage!r}")
+
+    def _check_all(self, stage: str) -> int:
+        n = 0
+        for label, args, options in self.stage_inputs(stage):
+            self.progress(stage, label)
+            self.check(stage, label, args, **options)
+            n += 1
+        return n
+
     def stage_smoke(self) -> int:
-        cases = self.small_cases("smoke")
-        for i, args in enumerate(cases):
-            self.check("smoke", f"small case {i}", args)
-        return len(cases)
+        return self._check_all("smoke")
 
     def stage_sweep(self) -> int:
-        n = 0
-        if self.req.full_cases:
-            for i, args in enumerate(self.full_cases("sweep")):
-                self.check("sweep", f"case {i}", args)
-                n += 1
-        blocks = self.block_sizes()
-        for i, args in enumerate(self.small_cases("sweep")):
-            self.check("sweep", f"small case {i}", args)
-            n += 1
-            for label, variant in shapes.odd_sizes(args, blocks, stage_seed(self.req.seed, f"sweep{i}")):
-                self.progress("sweep", label)
-                self.check("sweep", f"small case {i} size {label}", variant)
-                n += 1
-        return n
+        return self._check_all("sweep")
 
     def stage_stability(self) -> int:
-        n = 0
-        for i, args in enumerate(self.small_cases("stability")[:2]):
-            for kind in STABILITY_KINDS:
-                self.check("stability", f"small case {i} {kind}", shapes.scaled(args, kind, i), STABILITY_SCALE)
-                n += 1
-        return n
+        return self._check_all("stability")
 
     def stage_determinism(self) -> int:
-        args = (self.full_cases("determinism") if self.req.full_cases else self.small_cases("determinism"))[0]
+        [(_, args, _)] = self.stage_inputs("determinism")
         runs = [self.run_candidate(args)[0] for _ in range(3)]
         if all(bitwise_equal(runs[0], r) for r in runs[1:]):
             self.cases.append(CaseResult("determinism", "3 runs", True, message="bitwise identical"))
@@ -374,16 +394,7 @@ class Harness:
                                                  "inputs gave different bits, while the original is deterministic", case)
 
     def stage_edge(self) -> int:
-        n = 0
-        for i, args in enumerate(self.small_cases("edge")):
-            variants = [("strided", shapes.non_contiguous(args)), ("column-major", shapes.transposed(args))]
-            variants += shapes.size_one(args, stage_seed(self.req.seed, f"edge{i}"))
-            for label, variant in variants:
-                if variant is None:
-                    continue
-                self.check("edge", f"small case {i} {label}", variant, only_if_original_ok=True)
-                n += 1
-        return n
+        return self._check_all("edge")
 
     def run(self) -> tuple[HarnessResult, bool]:
         """(result, fatal): fatal means the device context is broken and the worker must exit."""

@@ -69,11 +69,13 @@ class MeasureCeilings(msgspec.Struct, tag="ceilings"):
 
 
 class Specialize(msgspec.Struct, tag="specialize"):
-    """Dry-run the entry on every benchmark case and record what it would launch."""
+    """Dry-run the entry on every benchmark case and record what it would launch; with `stages`,
+    on the small inputs those harness stages check instead (to compile them ahead)."""
 
     task: Task
     candidate: str | None = None
     seed: int = 0
+    stages: list[str] = []
 
 
 class ArgSpec(msgspec.Struct):

@@ -109,6 +109,18 @@ def dry_run(entry, draw, label) -> SpecializeResult:
     return SpecializeResult([], "none", error=error)
 
 
+def dry_run_inputs(entry, inputs, device: str) -> SpecializeResult:
+    """Record the launches of each (label, args), skipping inputs the entry rejects: the harness
+    judges those; this only learns what they would compile."""
+    cases = []
+    for label, args in inputs:
+        try:
+            cases.append(_record(entry, label, args))
+        except Exception:
+            continue
+    return SpecializeResult(cases, device)
+
+
 def _record(entry, label: str, args) -> CaseLaunches:
     rec = Recorder()
     mode = audit.AuditMode(poison_allocations=False)

@@ -85,10 +85,16 @@ def _specialize(req, dev, loader, progress):
     from . import messages as m
     from .harness import Harness, stage_seed
     from .shapes import describe
-    from .specialize import dry_run
+    from .specialize import dry_run, dry_run_inputs
 
     h = Harness(m.RunHarness(req.task, req.candidate, seed=req.seed), dev, loader, progress)
     h.load()
+    if req.stages:
+        if h.small_fn is None:  # its stages check the benchmark inputs: the compile rung's cases
+            return m.SpecializeResult([], "none", error="the task has no small_inputs")
+        progress("specialize", f"dry run of the {', '.join(req.stages)} inputs")
+        return dry_run_inputs(h.entry, ((f"{stage}: {label}", args) for stage in req.stages
+                                        for label, args, _ in h.stage_inputs(stage)), dev)
     progress("specialize", "dry run of every case")
     seed = stage_seed(req.seed, "timing")
 

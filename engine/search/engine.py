@@ -24,7 +24,8 @@ import math
 import os
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
@@ -46,6 +47,7 @@ from . import dispatch
 from .budget import Budget, Meter
 from .cost_model import DeviceModel, case_bytes_and_flops, case_time_us, matmul_flops, tile_names
 from .explain import compiled_changes, explain, unified_diff
+from .prewarm import Prewarm
 from .result import (BaselineCase, BudgetReport, CandidateCounts, CaseValue, SearchEvent, SearchResult,
                      TrajectoryPoint, Variant)
 
@@ -70,6 +72,7 @@ FINAL_CONTENDER_MARGIN = 0.1  # rivals measured within 10% of the best (the CE c
 STONE_MARGIN = 0.1  # quick-timed more than 10% below the lead: a stepping stone, not fully verified
 END_RESERVE_FRACTION = 0.1  # of the wall budget, kept for the dispatching variant and the final A/B
 END_RESERVE_MAX_S = 30.0
+PREWARM_WAIT_S = 60.0  # longest the GPU waits for a candidate's ahead-of-time compiles
 
 
 def structure(origin: str) -> tuple[str, ...]:
@@ -120,6 +123,7 @@ class Node:
     t: float = 0.0
     spec: m.SpecializeResult | None = None
     facts: dict[int, dict[int, m.CompiledFacts]] = field(default_factory=dict)
+    compiled: set[str] = field(default_factory=set)  # compile keys already in Triton's cache
     estimate_us: list[float] | None = None
     quick: float | None = None
     harness: m.HarnessResult | None = None
@@ -177,6 +181,7 @@ class Search:
         self.baseline_est: list[float] = []
         self._compile_s_per_candidate: float | None = None
         self.rung_seconds: dict[str, float] = {}
+        self._prewarm: Prewarm | None = None
 
     # -- plumbing ---------------------------------------------------------------------------
     def _t(self) -> float:
@@ -247,6 +252,7 @@ class Search:
         result = self._call(device, m.Compile(node.source, self.task.file, order), 600.0)
         if not isinstance(result, m.CompileResult):
             return
+        node.compiled |= set(unique)
         for ci, li, rec in records:
             node.facts.setdefault(ci, {})[li] = result.facts[unique[m.compile_key(rec)]]
 
@@ -302,12 +308,29 @@ class Search:
             if self.gpu:
                 self.meter.spent.gpu_s += time.monotonic() - t0
 
-    def _correctness(self, node: Node, rung: str, stages: list[str], force: bool) -> m.HarnessResult | None:
+    def _prewarm_all(self, nodes: list[Node], stages: list[str]) -> dict[str, Future]:
+        """On a GPU: compile what `stages` will JIT for each node, ahead, on the CPU workers."""
+        if not self.gpu or not nodes:
+            return {}
+        if self._prewarm is None:
+            self._prewarm = Prewarm(self.task, self.seed, self.compile_devices, self._call)
+        return {n.id: self._prewarm.start(n.source, stages, n.compiled) for n in nodes}
+
+    def _correctness(self, node: Node, rung: str, stages: list[str], force: bool,
+                     warm: dict[str, Future] | None = None) -> m.HarnessResult | None:
         """One correctness rung for one candidate: its result when accepted; None when time ran
-        out (the candidate is `not-run`) or it was rejected (recorded)."""
+        out (the candidate is `not-run`) or it was rejected (recorded). `warm`: the node's
+        ahead-of-time compiles, awaited first."""
         if self._out_of_time(force):
             node.outcome = "not-run"
             return None
+        if warm and node.id in warm:
+            t0 = time.monotonic()
+            try:
+                warm[node.id].result(timeout=PREWARM_WAIT_S)
+            except FutureTimeout:
+                pass
+            self._timed("prewarm-wait", t0)
         self._stage(rung)
         t0 = time.monotonic()
         res = self._harness(node.source, stages)
@@ -523,7 +546,9 @@ class Search:
             self._end(node, "pruned", "estimate", "ranked-out", "the cost model ranked it below the kept half",
                       details={"estimate_us": node.estimate_us})
         # rung: smoke correctness
-        smoked = [node for node in survivors if self._correctness(node, "smoke", ["smoke"], force) is not None]
+        warm = self._prewarm_all(survivors, ["smoke"])
+        smoked = [node for node in survivors
+                  if self._correctness(node, "smoke", ["smoke"], force, warm) is not None]
         # rung: quick timing, few repetitions on every case (GPU). Every case, because variants are
         # often shape-dependent: timing only the largest case pruned a single-pass softmax that
         # wins rows up to 16K and falls back to the loop on the 32K-wide largest case.
@@ -550,8 +575,9 @@ class Search:
                           f"quick timing {node.quick:.3f}x, more than {STONE_MARGIN:.0%} below the lead: "
                           f"expanded as a stepping stone, not fully verified")
         # rung: full correctness, then precise timing (GPU) or estimates (CPU)
+        warm = self._prewarm_all(smoked, [s for s in m.STAGES if s != "smoke"])
         for node in smoked:
-            res = self._correctness(node, "full", list(m.STAGES), force)
+            res = self._correctness(node, "full", list(m.STAGES), force, warm)
             if res is None:
                 continue
             node.harness = res
@@ -717,6 +743,9 @@ class Search:
         except BaseException:
             self.store.finish_search(search_id, status, None)
             raise
+        finally:
+            if self._prewarm is not None:
+                self._prewarm.close()
 
     def _verified_at(self, node_id: str | None) -> TrajectoryPoint | None:
         """The trajectory point where a variant was verified (None: resumed from the store)."""
