@@ -57,3 +57,41 @@ def test_a_candidate_that_fails_its_dry_run_only_loses_the_head_start(private_ca
             assert prewarm.start(broken, ["smoke"], set()).result(timeout=300) == 0
         finally:
             prewarm.close()
+
+
+def test_ahead_of_time_cache_key_is_the_jits(tmp_path):
+    """Triton's cache key covers the specialisation's exact spelling: an integer that is not a
+    multiple of 16 is an empty attribute entry for the JIT. On the H200 the smoke inputs' cubins
+    compiled ahead were all missed until the AOT side spelled it the same way."""
+    import torch
+    from triton.backends.compiler import GPUTarget
+    from triton.backends.nvidia.compiler import CUDABackend
+    from triton.compiler import ASTSource
+    from triton import knobs
+    from triton._C.libtriton import native_specialize_impl
+
+    from kernelbrain.engine.evaluate.harness import ModuleLoader
+    from kernelbrain.engine.evaluate.specialize import _arg_spec
+    from kernelbrain.engine.profile.compiled import _jit_function, _signature
+
+    loader = ModuleLoader()
+    module = loader.load((EXAMPLES / "ops" / "matmul.py").read_text(encoding="utf-8"), str(EXAMPLES / "ops" / "matmul.py"), [])
+    fn = _jit_function(module, "matmul_kernel")
+    backend = CUDABackend(GPUTarget("cuda", 90, 32))
+    for m_, n_, k_, shift in [(33, 65, 17, 0), (70, 40, 96, 0), (64, 64, 64, 0), (1, 48, 0, 0), (64, 64, 64, 1)]:
+        a, b = torch.empty(m_ * k_ + shift, dtype=torch.float16)[shift:].view(m_, k_), torch.empty(k_, n_, dtype=torch.float16)
+        c = torch.empty(m_, n_, dtype=torch.float16)
+        args = [a, b, c, m_, n_, k_, a.stride(0), a.stride(1), b.stride(0), b.stride(1), c.stride(0), c.stride(1), 64, 64, 32]
+        spec = [("constexpr", v) if p.is_constexpr else native_specialize_impl(CUDABackend, v, p.is_const, True, True)
+                for p, v in zip(fn.params, args)]
+        bound = dict(zip(fn.arg_names, args))
+        _, jit_sig, jit_consts, jit_attrs = fn._pack_args(backend, {}, bound, spec, None)
+        rec = m.LaunchRecord(kernel="matmul_kernel", grid=(1,), num_warps=4, num_stages=3,
+                             args=[_arg_spec(n, v, p.is_constexpr) for n, v, p in zip(fn.arg_names, args, fn.params)])
+        aot_sig, aot_consts, aot_attrs = _signature(rec)
+        assert ASTSource(fn, aot_sig, aot_consts, aot_attrs).hash() == ASTSource(fn, jit_sig, jit_consts, jit_attrs).hash(), \
+            ((m_, n_, k_, shift), aot_attrs, jit_attrs)
+    # the options the JIT adds to a launch's (debug, instrumentation) are the defaults the AOT side gets
+    jit_options = backend.parse_options({"num_warps": 4, "num_stages": 3, "debug": False,
+                                         "instrumentation_mode": knobs.compilation.instrumentation_mode})
+    assert jit_options.hash() == backend.parse_options({"num_warps": 4, "num_stages": 3}).hash()

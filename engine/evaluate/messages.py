@@ -86,6 +86,7 @@ class ArgSpec(msgspec.Struct):
     numel: int = 0
     nbytes: int = 0
     shape: list[int] = []
+    aligned: bool = True  # pointers: 16-byte aligned (a view may start mid-line)
 
 
 class LaunchRecord(msgspec.Struct):
@@ -105,7 +106,7 @@ def compile_key(rec: LaunchRecord) -> str:
         if a.kind == "int" and isinstance(a.value, int):
             return (a.name, a.dtype, "one" if a.value == 1 else "d16" if a.value % 16 == 0 else "any")
         if a.kind == "ptr":
-            return (a.name, a.dtype)
+            return (a.name, a.dtype, a.aligned)
         return (a.name, a.kind, a.dtype, a.value if a.kind == "constexpr" else None)
 
     return repr((rec.kernel, [arg(a) for a in rec.args], rec.num_warps, rec.num_stages, sorted(rec.config.items())))

@@ -78,8 +78,10 @@ def _arg_spec(name: str, value, constexpr: bool) -> ArgSpec:
         v = value if isinstance(value, (int, float, bool, str)) or value is None else str(value)
         return ArgSpec(name, "constexpr", value=v)
     if isinstance(value, torch.Tensor):
+        # allocations are 16-byte aligned; a view's offset decides (meta tensors have no address)
+        aligned = value.storage_offset() * value.element_size() % 16 == 0
         return ArgSpec(name, "ptr", dtype=DTYPES.get(value.dtype, str(value.dtype)), numel=value.numel(),
-                       nbytes=value.numel() * value.element_size(), shape=list(value.shape))
+                       nbytes=value.numel() * value.element_size(), shape=list(value.shape), aligned=aligned)
     if isinstance(value, bool):
         return ArgSpec(name, "int", dtype="i1", value=int(value))
     if isinstance(value, int):

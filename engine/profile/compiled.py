@@ -4,7 +4,8 @@
 machine. Registers, spills and stack come from `cuobjdump -res-usage` on the cubin; global
 load/store widths, tensor-core and local-memory instructions from its SASS (the cuobjdump bundled
 in the triton wheel). Pointers get the 16-byte divisibility the JIT infers for fresh allocations,
-and integers divisible by 16 are marked so, or loads would look scalar.
+and integers divisible by 16 are marked so, or loads would look scalar. The specialisation is
+written exactly as the JIT writes it, so a cubin compiled here is the one the JIT would build.
 """
 
 from __future__ import annotations
@@ -43,14 +44,19 @@ def _signature(rec: LaunchRecord):
             constexprs[a.name] = a.value
         elif a.kind == "ptr":
             signature[a.name] = f"*{a.dtype}"
-            attrs[(i,)] = [["tt.divisibility", 16]]
+            attrs[(i,)] = [["tt.divisibility", 16]] if a.aligned else []
         elif a.kind == "int" and a.value == 1 and a.dtype != "i1":
             signature[a.name] = "constexpr"  # as the JIT does: an integer equal to 1 is specialised away
             constexprs[a.name] = 1
+        elif a.kind == "int" and a.dtype == "i1":
+            signature[a.name] = "u1"
         elif a.kind == "int":
-            signature[a.name] = "u1" if a.dtype == "i1" else a.dtype
-            if isinstance(a.value, int) and a.value % 16 == 0 and a.value != 0:
-                attrs[(i,)] = [["tt.divisibility", 16]]
+            signature[a.name] = a.dtype
+            # As the JIT does, including an empty entry for an integer that is not a multiple of
+            # 16 (0 is one): the attributes are part of Triton's cache key, so the GPU worker's
+            # JIT loads these cubins only if they match (engine/search/prewarm.py).
+            divisible = isinstance(a.value, int) and a.value % 16 == 0
+            attrs[(i,)] = [["tt.divisibility", 16]] if divisible else []
         elif a.kind == "float":
             signature[a.name] = "fp32"
         else:
