@@ -140,6 +140,46 @@ def test_final_ab_covers_the_best_and_its_closest_rivals(pool, tmp_path):
     assert [n.id for n in search._final_contenders()] == ["best", "a", "b"]
 
 
+def test_dispatch_ingredients_include_quick_timed_candidates_on_a_gpu(pool, tmp_path, monkeypatch):
+    """On a GPU the ladder fully verifies few candidates; per-shape winners among those only
+    quick-timed still make a dispatching variant (itself then verified in full). H200 rmsnorm,
+    12 candidates: full fidelity built a 1.166x dispatch, the ladder stopped at 1.135x."""
+    from kernelbrain.engine.evaluate.messages import CaseTiming, Specialize, TimingResult
+    from kernelbrain.engine.search.engine import Node
+
+    ws = workspace(tmp_path)
+    task = find_task(ws / "ops" / "softmax.py", "softmax_kernel")
+    source = open(task.file).read()
+    muts = load_mutators()
+    wide = next(p for p in muts["config"].propose(MutationContext(task, source)) if p.knobs.get("num_warps") == 8)
+    single = next(iter(muts["single-pass"].propose(MutationContext(task, source))))
+    search = Search(task, device="cuda:0", budget=Budget(wall_s=60), store=Store(ws), pool=pool)
+    original = Node("original", source, "original", "", None, outcome="verified")
+    original.spec = pool.call("compile:0", Specialize(task, None, seed=0), 120.0)
+    search.nodes["original"] = original
+    search.labels = [c.label for c in original.spec.cases]
+
+    def timing(per_case):
+        return TimingResult([CaseTiming(lbl, 1.0, 1.0 / x, x, x, x, 0.0, 0.01, "faster", 10, False)
+                             for lbl, x in zip(search.labels, per_case)], 1.0, "faster")
+
+    lead = Node("lead", wide.source, "config", "", "original", outcome="verified")
+    lead.timing = timing([1.20, 1.20, 1.00])
+    stone = Node("stone", single.source, "single-pass", "", "original", outcome="stone")
+    stone.quick_timing = timing([1.00, 1.00, 1.60])
+    search.nodes.update(lead=lead, stone=stone)
+    built = []
+    monkeypatch.setattr(search, "_generation", lambda nodes, force=False: built.extend(nodes))
+    search._dispatch()
+    assert [n.dispatch for n in built] == [True] and built[0].parent == "lead"
+    assert "dispatch(config | single-pass)" == built[0].origin
+    # a candidate the cost model ranked out was never timed: not an ingredient
+    built.clear()
+    stone.quick_timing, stone.outcome = None, "pruned"
+    search._dispatch()
+    assert built == []
+
+
 def test_dry_runs_draw_a_launchers_cpu_inputs_once_per_worker(pool, tmp_path):
     """A launcher that reads values (`.item()`, like the cross_entropy first draft) cannot dry-run
     on meta tensors; the CPU inputs it falls back to are drawn once per compile worker, not once

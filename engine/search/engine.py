@@ -126,6 +126,7 @@ class Node:
     compiled: set[str] = field(default_factory=set)  # compile keys already in Triton's cache
     estimate_us: list[float] | None = None
     quick: float | None = None
+    quick_timing: m.TimingResult | None = None  # per case, few repetitions (GPU)
     harness: m.HarnessResult | None = None
     timing: m.TimingResult | None = None
     outcome: str = "pending"
@@ -562,7 +563,7 @@ class Search:
                 t = self._time_ab(node, QUICK_REP_MS, None, False)
                 self._timed("quick", t0)
                 if t is not None:
-                    node.quick = t.speedup
+                    node.quick, node.quick_timing = t.speedup, t
                     timed.append(node)
             timed.sort(key=lambda n: (-(n.quick or 0.0), n.id))
             smoked, dropped = halve(timed, max(MIN_KEEP - 1, math.ceil(len(timed) * KEEP_AFTER_QUICK)))
@@ -602,13 +603,18 @@ class Search:
     # -- dispatch ---------------------------------------------------------------------------------
     def _dispatch(self) -> None:
         # Per-case figures of one kind only: measured ones on a GPU (an estimate is not comparable
-        # with a measurement), estimates on the CPU.
-        verified = [n for n in self.nodes.values() if n.verified and n.id != "original" and not n.dispatch
-                    and (n.timing is not None or not self.gpu)]
+        # with a measurement), estimates on the CPU. On a GPU the ingredients include candidates
+        # only quick-timed (stepping stones, the lower half): a variant that loses on average may
+        # win one shape, and the dispatching variant is fully verified and timed as a whole.
+        # (H200, rmsnorm, 12 candidates: the ladder fully verified 2, too few to find the 1.166x
+        # dispatch that full fidelity built from its 12; its best single variant was 1.135x.)
+        ingredients = [n for n in self.nodes.values() if n.id != "original" and not n.dispatch
+                       and ((n.timing is not None or n.quick_timing is not None) if self.gpu else n.verified)
+                       and n.outcome in ("verified", "stone", "pruned")]
         base_spec = self.nodes["original"].spec
-        if len(verified) < 2 or not self.labels or base_spec is None:
+        if len(ingredients) < 2 or not self.labels or base_spec is None:
             return
-        speedups = {n.id: [c.speedup for c in self._per_case(n)] for n in verified}
+        speedups = {n.id: [c.speedup for c in self._per_case(n)] for n in ingredients}
         params = self._entry_params()
         choice = dispatch.best_split(base_spec.cases, speedups, params, IMPROVEMENT)
         if choice is None:
@@ -644,9 +650,10 @@ class Search:
 
     # -- results ----------------------------------------------------------------------------------
     def _per_case(self, node: Node) -> list[CaseValue]:
-        if node.timing is not None:
+        timing = node.timing or node.quick_timing
+        if timing is not None:
             return [CaseValue(c.label, c.baseline_ms * 1000, c.candidate_ms * 1000, c.speedup, c.verdict, c.p_value)
-                    for c in node.timing.cases]
+                    for c in timing.cases]
         if node.estimate_us is not None and len(node.estimate_us) == len(self.baseline_est):
             labels = self.labels or [f"case {i}" for i in range(len(node.estimate_us))]
             return [CaseValue(label, b, v, b / v if v else 0.0) for label, b, v in
