@@ -60,6 +60,20 @@ class DeviceModel:
     # maximum) took 122 us, one per logit 86-95 us (bench/structure_probe.py): ~2.2e12 a second
     # once the exponentials bound the loop (the units' peak is 132 SMs x 16 x 1.98 GHz = 4.2e12).
     special_tops: float = 2.2
+    # Matmul pipelining: the K extent (elements) the stages prefetch ahead of the tensor cores,
+    # BLOCK_K x (stages - 1), that saturates them. H200 4096^3 (128x256 tiles, 8 warps; runs C-F):
+    # BLOCK_K 32 at 5 stages (depth 128) ran 1-2% faster than 64 at 3 or 4 and than 32 at 4 (96).
+    dot_k_depth: float = 128.0
+    dot_depth_exponent: float = 0.3
+    # Programs visited in row-major order instead of grouped: the same H200 runs measured no gain
+    # from grouping (1.003x on its own; 1.885x with and without, on the best tiling).
+    ungrouped_dot_factor: float = 1.0
+    # A matmul's operand tiles are re-read by a whole row or column of programs and mostly come
+    # from L2: its loop's round trips wait less than a stream's. With the streaming 1.2 us the
+    # latency floor exceeded the compute floor of 4-stage tilings; any value from 0.3 to 0.8 us
+    # ranks the variants of five H200 runs alike (bench/cost_model_fit.py, mean rho 0.81 against
+    # 0.78 at 1.2 us; fitted in sample).
+    dot_operand_latency_us: float = 0.5
     max_warps_per_sm: int = 64
     max_blocks_per_sm: int = 32
     regs_per_sm: int = 65536
@@ -244,17 +258,17 @@ def _tile_elems(rec: LaunchRecord, kv_tiles: list[str]) -> int:
     return _prod(tiles) if tiles else 1024
 
 
-def dot_efficiency(values: dict, num_warps: int, num_stages: int, grouped: bool) -> float:
+def dot_efficiency(values: dict, num_warps: int, num_stages: int, grouped: bool, dev: DeviceModel) -> float:
     """Fraction of the tensor-core rate a tile configuration reaches (a rough, monotone model)."""
     bm = next((v for k, v in values.items() if k.upper().endswith("M") and isinstance(v, int)), 64)
     bn = next((v for k, v in values.items() if k.upper().endswith("N") and isinstance(v, int)), 64)
     bk = next((v for k, v in values.items() if k.upper().endswith("K") and isinstance(v, int)), 32)
     intensity = (bm * bn / (bm + bn)) / (128 * 256 / (128 + 256))  # operand reuse per loaded byte
     eff = min(1.0, intensity) ** 0.8
-    eff *= {1: 0.5, 2: 0.8, 3: 0.95}.get(num_stages, 1.0)
-    eff *= 0.9 if bk < 64 else 1.0
+    depth = bk * max(num_stages - 1, 0.5)  # one stage: loads and MMAs do not overlap
+    eff *= min(1.0, depth / dev.dot_k_depth) ** dev.dot_depth_exponent
     eff *= 0.85 if (bm * bn >= 128 * 128 and num_warps < 8) else 1.0
-    eff *= 1.0 if grouped else 0.93
+    eff *= 1.0 if grouped else dev.ungrouped_dot_factor
     return max(eff, 0.05)
 
 
@@ -308,12 +322,13 @@ def launch_time_us(rec: LaunchRecord, facts: CompiledFacts | None, shape: Kernel
         iters = math.ceil(n_arg / tile)
     round_trips = max(1, sum(shape.passes.values())) * (1 + (iters - 1) / max(rec.num_stages, 1))
     # Waves overlap on a GPU: latency adds up only logarithmically with the number of waves.
-    latency_us = round_trips * dev.memory_latency_us * (1 + math.log2(max(waves, 1.0)))
+    latency = dev.dot_operand_latency_us if shape.uses_dot else dev.memory_latency_us
+    latency_us = round_trips * latency * (1 + math.log2(max(waves, 1.0)))
     compute_us = 0.0
     if shape.uses_dot and flops:
         tiles_cfg = {a.name: a.value for a in rec.args if a.kind == "constexpr"} | rec.config
         compute_us = flops / (dev.bf16_tflops * 1e6 * dot_efficiency(tiles_cfg, rec.num_warps, rec.num_stages,
-                                                                     shape.grouped)) / max(wave_eff, 0.05)
+                                                                     shape.grouped, dev)) / max(wave_eff, 0.05)
     spill = 1 + min(1.0, (facts.n_spills or 0) / 256) if facts else 1.0
     atomic_us = programs * shape.atomic_calls * dev.atomic_program_ns / 1000
     numel = {a.name: a.numel for a in rec.args if a.kind == "ptr"}
