@@ -1,5 +1,6 @@
 """On the GPU: the harness's JIT finds the specialisations the compile workers built ahead of it
-(engine/search/prewarm.py), so the GPU worker compiles nothing itself."""
+(engine/search/prewarm.py), so the GPU worker compiles no kernel itself (only the C launcher
+per signature and the driver helpers, which no AOT compile builds and every candidate shares)."""
 
 from __future__ import annotations
 
