@@ -45,7 +45,12 @@ class DeviceModel:
     # against 0.39 for the earlier 0.8 us and all-or-nothing L2 reuse).
     memory_latency_us: float = 1.2
     launch_us: float = 3.0
-    host_sync_us: float = 15.0
+    # A host sync (`.item()`) drains the GPU, which then idles until Python has issued the next
+    # launch. H200 cross_entropy: asserting its check on the GPU instead of two `.item()` syncs
+    # saved 44-50 us per case while adding seven small launches (10-20 us, structure probe):
+    # ~30 us a sync. At 15 us the model ranked those variants below the syncing ones' configs
+    # (bench/cost_model_fit.py on runs B and C: rho 0.62 / 0.53; 0.89 / 0.86 at 30 us).
+    host_sync_us: float = 30.0
     # A program's atomic update (acq_rel by default: it waits for the program's memory traffic)
     # bounds the rate programs retire, whatever its width. H200 col_sum, 128 MB each time: 32,768
     # programs with one 64-wide or one 16-wide update took 102 / 110 us (3.1 ns a program), 8,192
