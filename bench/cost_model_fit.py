@@ -3,6 +3,7 @@ Spearman rho >= 0.7 between estimate and measurement), and fit the model's devic
 
     python bench/cost_model_fit.py SEARCH_JSON... [--ops col_sum,rmsnorm] [--workers 2]
         [--grid "memory_latency_us=0.8,1.6;host_sync_us=15,30"] [--out fit.json]
+    python bench/cost_model_fit.py SEARCH_JSON... --retest    # run-to-run rho of the measurements
 
 SEARCH_JSON is what `bench/gpu_search.py` wrote on the GPU machine: every verified variant with
 its source and measured speedup. Each source is dry-run and AOT-compiled here (no GPU needed) once;
@@ -82,6 +83,21 @@ def parse_grid(text: str) -> list[dict]:
     return [dict(zip([a for a, _ in axes], combo)) for combo in itertools.product(*[vs for _, vs in axes])]
 
 
+def retest(runs: list[Path], wanted: set[str]) -> None:
+    """Rho between two runs' measurements of the variants both measured: how reproducible the
+    measured order is, the most any model's rho can be trusted to mean. Needs no compiling."""
+    measured: dict[tuple[str, str], dict[str, float]] = {}
+    for run in runs:
+        for e in json.loads(run.read_text()):
+            if e.get("op") and e.get("variants") and (not wanted or e["op"] in wanted):
+                measured[(run.stem, e["op"])] = {v["id"]: v["measured"] for v in e["variants"] if v.get("measured")}
+    for (ra, op), (rb, op_b) in itertools.combinations(measured, 2):
+        common = sorted(set(measured[(ra, op)]) & set(measured[(rb, op_b)])) if op == op_b else []
+        if len(common) >= 3:
+            rho = spearman([measured[(ra, op)][i] for i in common], [measured[(rb, op)][i] for i in common])
+            print(f"retest {op}: {ra} vs {rb}, {len(common)} variants measured in both: rho {rho:.2f}")
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("runs", nargs="+", type=Path)
@@ -92,9 +108,13 @@ def main() -> int:
     ap.add_argument("--grid", default="")
     ap.add_argument("--out", type=Path)
     ap.add_argument("--cache", type=Path, help="pickle of prepared variants, reused across runs of this script")
+    ap.add_argument("--retest", action="store_true", help="only compare the runs' measurements with each other")
     args = ap.parse_args()
     cache = pickle.loads(args.cache.read_bytes()) if args.cache and args.cache.exists() else {}
     wanted = {o for o in args.ops.split(",") if o}
+    if args.retest:
+        retest(args.runs, wanted)
+        return 0
     dev = DeviceModel(bandwidth_gbps=args.copy_gbps, bf16_tflops=args.bf16_tflops)
     with WorkerPool() as pool:
         examples = [Example(e["op"], e, pool, args.workers, cache) for run in args.runs for e in json.loads(run.read_text())
