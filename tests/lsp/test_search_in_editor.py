@@ -89,7 +89,10 @@ async def test_optimize_preview_withdraw_apply_and_restart(workspace, tmp_path):
     reports = client.progress_reports[token]
     assert isinstance(reports[0], types.WorkDoneProgressBegin) and reports[0].cancellable
     assert any(isinstance(r, types.WorkDoneProgressReport) and r.percentage is not None for r in reports)
-    assert any("verified variant" in m.message for m in client.messages)
+    # the summary is a window/showMessage sent after the progress ends: wait for it, do not race it
+    await wait_until(lambda: any("`gelu_kernel`" in m.message for m in client.messages), timeout=30,
+                     what="the search's summary message")
+    assert any("verified variant" in m.message for m in client.messages), [m.message for m in client.messages]
 
     kernel_line = original.splitlines().index("def gelu_kernel(x_ptr, out_ptr, n_elements, BLOCK: tl.constexpr):") + 2
     actions = [a for a in await actions_at(client, uri, kernel_line) if a.title.startswith("Apply:")]
