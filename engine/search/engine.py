@@ -742,6 +742,9 @@ class Search:
                 self._dispatch()
                 self._final_ab()
             status = "cancelled" if stopped == "cancelled" else "finished"
+            if self._prewarm is not None and self._prewarm.compiled:
+                self.notes.append(f"compiled {self._prewarm.compiled} harness specialisations ahead on the CPU "
+                                  "for the GPU worker's JIT")
             result = self._result(stopped or "finished")
             self.store.finish_search(search_id, status, result)
             self._emit("finished", f"done ({result.stopped}): "
