@@ -238,11 +238,12 @@ def test_rewrites_that_helped_are_proposed_first(pool, tmp_path):
 def test_candidates_far_below_the_lead_become_stepping_stones():
     """Only quick-timed candidates near the lead pay for the full harness; the others are kept
     as parents (their rewrite may pay combined) but are never results."""
+    from kernelbrain.engine.evaluate.messages import TimingResult
     from kernelbrain.engine.search.engine import Node, split_stones
 
     def quick(name, q):
         node = Node(name, "", name, "", "original")
-        node.quick = q
+        node.quick_timing = TimingResult([], q, "faster")
         return node
 
     kept = [quick("tile-a", 1.87), quick("tile-b", 1.80), quick("tile-c", 1.63), quick("cleanup", 1.06)]

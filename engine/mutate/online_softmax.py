@@ -108,14 +108,11 @@ def propose(ctx: MutationContext):
             continue  # something between the loops uses the maximum
         taken = {n.id for n in ast.walk(kv.node) if isinstance(n, ast.Name)} | set(kv.params)
         m_new, alpha, p = (unique_name(n, taken) for n in (f"{m}_new", "alpha", "p"))
-        merged = copy.deepcopy(first)
-        merged.body = merged.body[:-1] + _stmt(
-            f"{m_new} = tl.maximum({m}, {x})\n"
-            f"{alpha} = tl.where({m_new} == {NEG_INF}, 1.0, tl.exp({m} - {m_new}))\n"
-            f"{p} = tl.where({m_new} == {NEG_INF}, 0.0, tl.exp({x} - {m_new}))\n"
-            f"{d} = {d} * {alpha} + {p}\n"
-            f"{m} = {m_new}"
-        )
+        merged = _fused(first, f"{m_new} = tl.maximum({m}, {x})\n"
+                               f"{alpha} = tl.where({m_new} == {NEG_INF}, 1.0, tl.exp({m} - {m_new}))\n"
+                               f"{p} = tl.where({m_new} == {NEG_INF}, 0.0, tl.exp({x} - {m_new}))\n"
+                               f"{d} = {d} * {alpha} + {p}\n"
+                               f"{m} = {m_new}")
         rescale = _stmt(f"{d} = {d} * tl.exp({m} - {big_m})  # every lane's sum, rescaled to the row maximum")
         head = [copy.deepcopy(s) for s in body[:i]] + [copy.deepcopy(s) for s in inits]
         tail = [copy.deepcopy(s) for s in body[j + 1:]]
@@ -134,6 +131,14 @@ def propose(ctx: MutationContext):
                            f"with one running maximum per row raised block by block: one exponential per element "
                            f"(a per-lane maximum needs two), one read of the row fewer")
         return
+
+
+def _fused(max_loop: ast.For, update: str) -> ast.For:
+    """A copy of the maximum's loop whose last statement (the maximum's update) becomes `update`:
+    the online running maximum and sum."""
+    loop = copy.deepcopy(max_loop)
+    loop.body = loop.body[:-1] + _stmt(update)
+    return loop
 
 
 def _with_body(ctx: MutationContext, fn: ast.FunctionDef, body: list[ast.stmt]) -> str:
@@ -171,11 +176,8 @@ def _block_wise(fn: ast.FunctionDef, first: ast.For, reduce_stmt: ast.Assign, m:
     if any(isinstance(n, ast.Name) and n.id == m for s in tail for n in ast.walk(s)):
         return None
     run, run_new, safe = (unique_name(n, taken) for n in (f"{big_m}_run", f"{big_m}_new", f"{big_m}_safe"))
-    loop = copy.deepcopy(first)
-    loop.body = loop.body[:-1] + _stmt(
-        f"{run_new} = tl.maximum({run}, tl.max({x}, axis=0))\n"
-        f"{safe} = tl.where({run_new} == {NEG_INF}, 0.0, {run_new})  # a block of -inf only: no nan\n"
-        f"{d} = {d} * tl.exp({run} - {safe}) + tl.exp({x} - {safe})\n"
-        f"{run} = {run_new}"
-    )
+    loop = _fused(first, f"{run_new} = tl.maximum({run}, tl.max({x}, axis=0))\n"
+                         f"{safe} = tl.where({run_new} == {NEG_INF}, 0.0, {run_new})  # a block of -inf only: no nan\n"
+                         f"{d} = {d} * tl.exp({run} - {safe}) + tl.exp({x} - {safe})\n"
+                         f"{run} = {run_new}")
     return _stmt(f"{run} = {NEG_INF}") + [loop] + _stmt(f"{big_m} = {run}")

@@ -125,13 +125,17 @@ class Node:
     facts: dict[int, dict[int, m.CompiledFacts]] = field(default_factory=dict)
     compiled: set[str] = field(default_factory=set)  # compile keys already in Triton's cache
     estimate_us: list[float] | None = None
-    quick: float | None = None
     quick_timing: m.TimingResult | None = None  # per case, few repetitions (GPU)
     harness: m.HarnessResult | None = None
     timing: m.TimingResult | None = None
     outcome: str = "pending"
     dispatch: bool = False
     expanded: bool = False
+
+    @property
+    def quick(self) -> float | None:
+        """The quick timing's geomean speedup."""
+        return self.quick_timing.speedup if self.quick_timing is not None else None
 
     @property
     def verified(self) -> bool:
@@ -563,7 +567,7 @@ class Search:
                 t = self._time_ab(node, QUICK_REP_MS, None, False)
                 self._timed("quick", t0)
                 if t is not None:
-                    node.quick, node.quick_timing = t.speedup, t
+                    node.quick_timing = t
                     timed.append(node)
             timed.sort(key=lambda n: (-(n.quick or 0.0), n.id))
             smoked, dropped = halve(timed, max(MIN_KEEP - 1, math.ceil(len(timed) * KEEP_AFTER_QUICK)))
