@@ -1,7 +1,8 @@
 """Per-device ceilings (copy bandwidth, bf16 matmul rate), measured once and cached on disk.
 
-Keyed by device name and torch/triton versions, in the user's cache folder, so every project on
-the machine shares one measurement (it takes a few seconds of GPU time).
+Keyed by device name, torch/triton versions and how the timing flushes the L2, in the user's
+cache folder, so every project on the machine shares one measurement (it takes a few seconds of
+GPU time) and a ceiling is never compared with times measured another way.
 """
 
 from __future__ import annotations
@@ -14,6 +15,10 @@ import msgspec
 
 from . import messages as m
 from .pool import WorkerDied, WorkerPool
+
+
+# Bumped whenever `timing.measure` changes how it times (the flush before each run).
+TIMING_METHOD = "flush: read pass"
 
 
 def cache_path() -> Path:
@@ -32,7 +37,7 @@ class CeilingCache:
             return {}  # missing or corrupt: measure again
 
     def key(self, info: m.Ready) -> str:
-        return f"{info.device_name}|torch {info.torch}|triton {info.triton}"
+        return f"{info.device_name}|torch {info.torch}|triton {info.triton}|{TIMING_METHOD}"
 
     def get_or_measure(self, pool: WorkerPool, device: str) -> m.Ceilings | None:
         if not device.startswith("cuda"):

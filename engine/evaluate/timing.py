@@ -1,7 +1,7 @@
 """GPU timing inside a worker (imports torch and triton).
 
 Timing the way a careful engineer would (brief §4): warm-up first (compilation stays out), the L2
-cache flushed before every run with Triton's own benchmark buffer, CUDA events around each run,
+cache flushed before every run (a read pass over Triton's benchmark buffer), CUDA events around each run,
 medians and spreads, CUDA graphs for short kernels (launch overhead would dominate), and
 baseline and candidate interleaved (A B B A ...) so drift hits both alike; the comparison is a
 sign test plus a bootstrap interval, against a noise floor measured by timing A against A.
@@ -41,13 +41,27 @@ def _graphed(fn: Callable[[], object]) -> Callable[[], object] | None:
         return None
 
 
-def _estimate_ms(fn: Callable[[], object], clear, cache) -> float:
+def l2_flush() -> Callable[[], object]:
+    """What runs before each timed run: a read-only pass over Triton's 256 MB benchmark buffer.
+
+    Why not Triton's own flush (a zero-fill of that buffer): it leaves the L2 full of dirty lines,
+    and the timed kernel pays for writing them back, a fixed charge that weighs on a 40 us kernel
+    and hardly on the 1 GiB copy behind the ceiling. A read pass evicts as thoroughly and leaves
+    clean lines. H200, 2026-11-30 (`bench/flush_probe.py`): a 128 MB read stream 47.5 us after a
+    zero-fill, 39.7 us after a read pass; col_sum 16384x4096 50.2 -> 42.3 us; the 1 GiB copy
+    4,245 -> 4,271 GB/s.
+    """
+    cache = triton.runtime.driver.active.get_empty_cache_for_benchmark()
+    return lambda: cache.max()
+
+
+def _estimate_ms(fn: Callable[[], object], flush: Callable[[], object]) -> float:
     """Time of one flushed run (flush included), for sizing the repetitions."""
     torch.cuda.synchronize()
     start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
     start.record()
     for _ in range(5):
-        clear(cache)
+        flush()
         fn()
     end.record()
     torch.cuda.synchronize()
@@ -63,13 +77,11 @@ def measure(groups: list[Callable[[], object]], rep_ms: float, captures: int = G
     by 1-2% on an H200 (an identical copy measured "1.6% slower", p < 1e-100, with one capture
     per side). Pooling captures averages that out; their spread enters the noise floor.
     """
-    driver = triton.runtime.driver.active
-    cache = driver.get_empty_cache_for_benchmark()
-    clear = driver.clear_cache
+    flush = l2_flush()
     for fn in groups:  # warm-up: JIT compilation and autotuning happen here
         fn()
         fn()
-    est = max(_estimate_ms(f, clear, cache) for f in groups)
+    est = max(_estimate_ms(f, flush) for f in groups)
     runners: list[tuple[int, Callable[[], object]]] = [(g, f) for g, f in enumerate(groups)]
     use_graph = est < GRAPH_BELOW_MS
     if use_graph:
@@ -87,7 +99,7 @@ def measure(groups: list[Callable[[], object]], rep_ms: float, captures: int = G
     orders += [o[::-1] for o in orders]
     for r in range(reps):
         for i in orders[r % len(orders)]:
-            clear(cache)
+            flush()
             starts[i][r].record()
             runners[i][1]()
             ends[i][r].record()
