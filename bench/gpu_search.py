@@ -172,6 +172,11 @@ def main() -> int:
                    "ladder_best": ladder.best, "full_best": full.best,
                    "ladder_best_speedup": next((v.speedup for v in ladder.variants if v.id == ladder.best), None),
                    "full_best_speedup": next((v.speedup for v in full.variants if v.id == full.best), None),
+                   "ladder_best_origin": next((v.origin for v in ladder.variants if v.id == ladder.best), None),
+                   "full_best_origin": next((v.origin for v in full.variants if v.id == full.best), None),
+                   # per mode, every verified variant: is the other mode's best among them, and where?
+                   "ladder_variants": {v.id: round(v.speedup, 4) for v in ladder.variants},
+                   "full_variants": {v.id: round(v.speedup, 4) for v in full.variants},
                    "ladder_counts": msgspec.to_builtins(ladder.candidates), "full_counts": msgspec.to_builtins(full.candidates)}
             rows.append({"ladder_vs_full": rec})
             (args.out / "search.json").write_text(json.dumps(rows, indent=1))

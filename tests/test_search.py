@@ -54,6 +54,7 @@ def test_same_seed_same_result_and_resume(pool, tmp_path):
     assert [(v.id, round(v.speedup, 6)) for v in a.variants] == [(v.id, round(v.speedup, 6)) for v in b.variants]
     assert a.best == b.best and a.measured is False and all(not v.measured for v in a.variants)
     assert a.candidates.per_stage == b.candidates.per_stage
+    assert {"baseline", "compile", "smoke", "full"} <= set(a.rung_seconds)  # where the budget went
     # Resume: the same workspace again finds the verified variants in the store and goes on from them.
     ws = tmp_path / "a" / "ws"
     again = run(pool, ws, "gelu", 8)

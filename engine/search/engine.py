@@ -381,6 +381,7 @@ class Search:
             t0 = time.monotonic()
             b = bench_call(self.pool, self.task, self.device)
             self.meter.spent.gpu_s += time.monotonic() - t0
+            self._timed("baseline-timing", t0)
             self.labels = [c.label for c in b.cases]
             self.baseline_us = [c.median_ms * 1000 for c in b.cases]
         else:
@@ -697,7 +698,9 @@ class Search:
         self._emit("rung", f"final interleaved A/B of the best variant{' and its closest rivals' if len(contenders) > 1 else ''}")
         finals: list[tuple[float, Node]] = []
         for node in contenders:
+            t0 = time.monotonic()
             t = self._time_ab(node, FINAL_REP_MS, None, True)
+            self._timed("final", t0)
             if t is None:
                 continue
             node.timing = t
