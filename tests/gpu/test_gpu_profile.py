@@ -48,12 +48,15 @@ def test_roofline_fraction_agrees_with_hand_computation(op):
 
 
 def _flushed_median_ms(fn, graph: bool) -> float:
-    """An independent timing with Triton's own `do_bench` (L2 flushed before each run, CUDA events,
-    one synchronisation at the end), of a CUDA-graph replay where `bench` replays one. (An earlier
-    version synchronised after every run: 12.58 us against bench's 11.81 us on the 12 us softmax
-    case of an H200, 6.5% apart from the idle gap alone.)"""
+    """An independent timing by the method `bench` documents: the L2 flushed before each run by
+    a read pass over 256 MB (Triton's `do_bench` zero-fills instead, which leaves dirty lines the
+    timed kernel writes back: 8 us more on a 78 us softmax case of an H200, 10% apart), CUDA
+    events around each run, one synchronisation at the end (synchronising after every run put
+    12.58 us against bench's 11.81 us on a 12 us case), of a CUDA-graph replay where `bench`
+    replays one."""
+    import statistics
+
     import torch
-    import triton.testing
 
     fn()
     torch.cuda.synchronize()
@@ -62,7 +65,15 @@ def _flushed_median_ms(fn, graph: bool) -> float:
         with torch.cuda.graph(g):
             fn()
         fn = g.replay
-    return triton.testing.do_bench(fn, warmup=25, rep=200, return_mode="median")
+    flush_buffer = torch.ones(64 * 2**20, dtype=torch.int32, device="cuda")
+    events = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(200)]
+    for start, end in events:
+        flush_buffer.sum()
+        start.record()
+        fn()
+        end.record()
+    torch.cuda.synchronize()
+    return statistics.median(start.elapsed_time(end) for start, end in events)
 
 
 def test_nsight_compute_reports_speed_of_light():
