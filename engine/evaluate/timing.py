@@ -1,8 +1,8 @@
 """GPU timing inside a worker (imports torch and triton).
 
 Timing the way a careful engineer would (brief §4): warm-up first (compilation stays out), the L2
-cache flushed before every run (a read pass over Triton's benchmark buffer), CUDA events around each run,
-medians and spreads, CUDA graphs for short kernels (launch overhead would dominate), and
+cache flushed before every run (a read pass over Triton's benchmark buffer), CUDA events around
+each run, medians and spreads, CUDA graphs for short kernels (launch overhead would dominate), and
 baseline and candidate interleaved (A B B A ...) so drift hits both alike; the comparison is a
 sign test plus a bootstrap interval, against a noise floor measured by timing A against A.
 """
