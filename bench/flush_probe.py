@@ -6,7 +6,8 @@ weighs on a 30 us kernel and hardly on the 1 GiB copy the ceiling is measured wi
 here: each workload under three flushes, CUDA events, median of flushed runs.
 
   zero   Triton's flush (what `triton.testing.do_bench` and the search measured with)
-  read   a read-only pass over the same buffer: evicts everything, leaves clean lines
+  read   a read-only pass over the same buffer (`timing.l2_flush`, what the engine now times
+         with): evicts everything, leaves clean lines
   none   no flush (inputs that fit may be served from L2)
 
 Usage (GPU): python3 bench/flush_probe.py --out flush.json
@@ -23,6 +24,7 @@ import triton
 sys.path.insert(0, "bench")
 sys.path.insert(0, "examples")
 import structure_probe as sp  # noqa: E402
+from kernelbrain.engine.evaluate.timing import l2_flush  # noqa: E402
 
 
 def flushes():
@@ -30,7 +32,7 @@ def flushes():
     clear = triton.runtime.driver.active.clear_cache
     return {
         "zero": lambda: clear(cache),
-        "read": lambda: cache.max(),
+        "read": l2_flush(),  # what the engine's timing runs
         "none": lambda: None,
     }
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-
 from kernelbrain.engine.evaluate import messages as m
 from kernelbrain.engine.evaluate.pool import WorkerPool
 from kernelbrain.engine.search.prewarm import Prewarm
