@@ -141,6 +141,33 @@ def test_final_ab_covers_the_best_and_its_closest_rivals(pool, tmp_path):
     assert [n.id for n in search._final_contenders()] == ["best", "a", "b"]
 
 
+def test_final_ab_keeps_the_simpler_of_variants_tied_within_noise(pool, tmp_path):
+    """Two variants whose final speedups differ by less than their noise floor are a tie; the
+    simpler diff stands (H200 rmsnorm: a dispatch at 1.1661x, an ingredient at 1.1654x). A gap
+    above the floor still goes to the faster one."""
+    from kernelbrain.engine.evaluate.messages import CaseTiming, TimingResult
+    from kernelbrain.engine.search.engine import Node
+
+    ws = workspace(tmp_path)
+    search = Search(find_task(ws / "ops" / "softmax.py", "softmax_kernel"), device="cuda:0",
+                    budget=Budget(wall_s=60), store=Store(ws), pool=pool)
+    lines = search.original.splitlines()
+
+    def node(name, speedup, changed, dispatch=False):
+        n = Node(name, "\n".join([f"# {name} {i}" for i in range(changed)] + lines), name, "", "original",
+                 dispatch=dispatch, outcome="verified")
+        n.timing = TimingResult([CaseTiming("c", 1.0, 1 / speedup, speedup, speedup, speedup, 0.0, 0.005,
+                                            "faster", 100, True)], speedup, "faster")
+        return n
+
+    dispatched, small, large = node("dispatch", 1.1661, 40, True), node("small", 1.1654, 3), node("large", 1.166, 9)
+    speedup, kept = search._simplest_of_tied([(1.1661, dispatched), (1.1654, small), (1.166, large)], dispatched)
+    assert (kept.id, speedup) == ("small", 1.1654)
+    assert any("within the noise floor" in n for n in search.notes)
+    clearly = node("clearly", 1.20, 40, True)
+    assert search._simplest_of_tied([(1.20, clearly), (1.1654, small)], small)[1] is clearly
+
+
 def test_dispatch_ingredients_include_quick_timed_candidates_on_a_gpu(pool, tmp_path, monkeypatch):
     """On a GPU the ladder fully verifies few candidates; per-shape winners among those only
     quick-timed still make a dispatching variant (itself then verified in full). H200 rmsnorm,

@@ -1,9 +1,9 @@
-"""Statistics for timing comparisons (pure Python: usable in workers, the engine and tests)."""
+"""Statistics for timing comparisons (usable in workers, the engine and tests; numpy is imported
+only by the bootstrap, so the language server never loads it)."""
 
 from __future__ import annotations
 
 import math
-import random
 import statistics
 from typing import Sequence
 
@@ -40,17 +40,23 @@ def sign_test(a: Sequence[float], b: Sequence[float]) -> float:
 
 
 def bootstrap_speedup(a: Sequence[float], b: Sequence[float], iters: int = 2000, seed: int = 0) -> tuple[float, float]:
-    """95% bootstrap interval of median(a) / median(b), resampling the pairs."""
-    rng = random.Random(seed)
-    n = len(a)
-    ratios = []
-    for _ in range(iters):
-        idx = [rng.randrange(n) for _ in range(n)]
-        ma = statistics.median(a[i] for i in idx)
-        mb = statistics.median(b[i] for i in idx)
-        ratios.append(ma / mb if mb else float("inf"))
+    """95% bootstrap interval of median(a) / median(b), resampling the pairs.
+
+    Vectorised: the pure-Python loop took 1.6 s for 973 pairs (a final A/B case on an H200), and
+    the GPU worker sat idle for it, three or four times per A/B; numpy takes about 30 ms."""
+    import numpy as np
+
+    x, y = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
+    rng = np.random.default_rng(seed)
+    ratios = np.empty(iters)
+    chunk = max(1, (1 << 22) // max(1, len(x)))  # bounds the index matrix at 32 MB
+    for start in range(0, iters, chunk):
+        idx = rng.integers(0, len(x), size=(min(chunk, iters - start), len(x)))
+        ma, mb = np.median(x[idx], axis=1), np.median(y[idx], axis=1)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            ratios[start:start + len(idx)] = np.where(mb != 0, ma / np.where(mb != 0, mb, 1.0), np.inf)
     ratios.sort()
-    return ratios[int(0.025 * iters)], ratios[int(0.975 * iters) - 1]
+    return float(ratios[int(0.025 * iters)]), float(ratios[int(0.975 * iters) - 1])
 
 
 def noise_floor(a1: Sequence[float], a2: Sequence[float], seed: int = 0) -> float:
