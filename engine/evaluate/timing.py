@@ -23,8 +23,28 @@ GRAPH_CAPTURES = 3
 MIN_REPS, MAX_REPS = 15, 2000
 
 
+def _syncs_with_host(fn: Callable[[], object]) -> bool:
+    """Whether `fn` waits on the GPU from the host (`.item()`, `.cpu()`, ...), which no CUDA graph
+    can capture. PyTorch's sync debug mode says so without trying: a capture that fails on a host
+    sync leaves the CUDA random generator in capture state, and the worker's next `torch.randn`
+    on the device raises "Offset increment outside graph capture" (H200, cross_entropy's `.item()`
+    check: every candidate's harness then failed)."""
+    previous = torch.cuda.get_sync_debug_mode()
+    torch.cuda.set_sync_debug_mode("error")
+    try:
+        fn()
+        return False
+    except RuntimeError:
+        return True
+    finally:
+        torch.cuda.set_sync_debug_mode(previous)
+        torch.cuda.synchronize()
+
+
 def _graphed(fn: Callable[[], object]) -> Callable[[], object] | None:
     """A replay of `fn` captured in a CUDA graph, or None when it cannot be captured (host syncs)."""
+    if _syncs_with_host(fn):
+        return None
     try:
         side = torch.cuda.Stream()
         side.wait_stream(torch.cuda.current_stream())

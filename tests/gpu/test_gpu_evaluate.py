@@ -53,6 +53,17 @@ def test_illegal_address_kills_only_its_worker(pool):
     assert again.accepted, again.message
 
 
+def test_timing_a_host_syncing_entry_leaves_the_worker_usable(pool):
+    """cross_entropy's launcher calls `.item()`: its short case cannot be replayed from a CUDA
+    graph. Finding that out must not leave the worker's random generator broken: a failed capture
+    made every later harness in that worker fail on `torch.randn` (H200, 2026-11-30)."""
+    task = find_task(EXAMPLES / "ops" / "cross_entropy.py", "cross_entropy_kernel")
+    timed = bench(pool, task, "cuda:0")
+    assert not any(c.cuda_graph for c in timed.cases)  # a host sync: timed eagerly
+    result = run_harness(pool, task, None, "cuda:0")
+    assert result.accepted, result.message
+
+
 def test_bench_places_cases_against_ceilings(pool):
     task = find_task(EXAMPLES / "ops" / "gelu.py", "gelu_kernel")
     result = bench(pool, task, "cuda:0")
