@@ -723,7 +723,7 @@ class Search:
             return
         speedup, winner = self._simplest_of_tied(finals, contenders[0])
         if winner.id != self.best_id:
-            self.notes.append(f"final A/B: {winner.origin} at {speedup:.3f}x, ahead of {contenders[0].origin} at "
+            self.notes.append(f"final A/B: {winner.origin} at {speedup:.3f}x, kept over {contenders[0].origin} at "
                               f"{contenders[0].timing.speedup:.3f}x, which precise timing had put first")  # type: ignore[union-attr]
             self.best_id = winner.id
             point = self._verified_at(winner.id)
