@@ -70,6 +70,14 @@ def test_unrolled_loop_is_not_a_runtime_loop_and_its_loads_are_in_flight_togethe
     assert softmax.loops == 3 and softmax.trips == [("n_cols", "BLOCK_SIZE")] * 3
 
 
+def test_more_waves_of_atomic_programs_cost_more_below_the_atomic_floor():
+    """H200 col_sum (run J): 16x64 tiles, 16 per program (4,096 programs) took 43.3 us, 8 per
+    program (8,192) 46.0 us, both bandwidth-bound; the bandwidth floor alone tied them."""
+    few = col_sum_us(COARSENED, 16384, 4096, 16, 64, iters=16)
+    many = col_sum_us(COARSENED, 16384, 4096, 16, 64, iters=8)
+    assert many > few * 1.01
+
+
 def test_short_contiguous_runs_cost_bandwidth():
     """H200: coarsened tiles 16 wide (32 B a row) ran 0.88x of the same tiles 64 wide (128 B)."""
     wide = col_sum_us(COARSENED, 16384, 4096, 16, 64, iters=16)

@@ -12,7 +12,8 @@ launch overhead:
   a 128-byte line;
 - latency: the dependent memory round trips each program makes, growing with the waves;
 - compute (matmul): FLOPs over the tensor-core rate scaled by a tile-efficiency factor;
-- atomics: programs ending in an atomic update retire at a bounded rate;
+- atomics: programs ending in an atomic update retire at a bounded rate; below that rate, each
+  wave of such programs still adds the atomic's tail to the bandwidth floor;
 - special functions: exponentials, logarithms, roots computed on whole tiles, at the rate of the
   special-function units.
 
@@ -56,6 +57,13 @@ class DeviceModel:
     # programs with one 64-wide or one 16-wide update took 102 / 110 us (3.1 ns a program), 8,192
     # or 4,096 programs 49-51 us (memory-bound); the element count (2.1 M vs 0.5 M) did not matter.
     atomic_program_ns: float = 3.1
+    # Each program ends on its atomic update, which waits for the program's loads: a tail per wave
+    # of programs that the bandwidth floor does not see. H200 col_sum (run J), 128 MB summed by
+    # bandwidth-bound coarsened programs: 2,048-4,096 programs 43.3-43.5 us, 8,192 44.7-46.0,
+    # 16,384 46.9, about 0.5 us a wave. With it, Spearman rho on col_sum's runs H / J rose from
+    # 0.50 / 0.40 to 0.66 / 0.69 (runs A / B, older flush: 0.16 / 0.18 -> 0.18 / 0.22), for any
+    # value from 0.25 to 4 us: it orders variants the other floors tie.
+    atomic_tail_us: float = 0.5
     # Runs of fewer contiguous bytes than a 128-byte line per row cost bandwidth: col_sum tiles 16
     # wide (32 B) ran at 0.88x of the same tiles 64 wide (128 B) on an H200.
     line_bytes: int = 128
@@ -340,7 +348,8 @@ def launch_time_us(rec: LaunchRecord, facts: CompiledFacts | None, shape: Kernel
     tile_elements = sum(numel.get(p, 0) * n for p, n in shape.tile_passes.items())
     specials = tile_elements * shape.specials_per_element + programs * tile * shape.specials_per_program
     special_us = specials / (dev.special_tops * 1e6) / max(wave_eff, 0.05)
-    return max(mem_us * spill, latency_us, compute_us, atomic_us, special_us) + dev.launch_us
+    tail_us = waves * dev.atomic_tail_us if shape.atomic_calls else 0.0
+    return max(mem_us * spill + tail_us, latency_us, compute_us, atomic_us, special_us) + dev.launch_us
 
 
 def case_time_us(case: CaseLaunches, facts: dict[int, CompiledFacts | None], source: str, tiles: dict[str, list[str]],
