@@ -55,8 +55,7 @@ def bootstrap_speedup(a: Sequence[float], b: Sequence[float], iters: int = 2000,
     for start in range(0, iters, chunk):
         idx = rng.integers(0, len(x), size=(min(chunk, iters - start), len(x)))
         ma, mb = np.median(x[idx], axis=1), np.median(y[idx], axis=1)
-        with np.errstate(divide="ignore", invalid="ignore"):
-            ratios[start:start + len(idx)] = np.where(mb != 0, ma / np.where(mb != 0, mb, 1.0), np.inf)
+        ratios[start:start + len(idx)] = np.where(mb != 0, ma / np.where(mb != 0, mb, 1.0), np.inf)
     ratios.sort()
     return float(ratios[int(0.025 * iters)]), float(ratios[int(0.975 * iters) - 1])
 

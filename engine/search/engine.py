@@ -322,6 +322,17 @@ class Search:
             self._prewarm = Prewarm(self.task, self.seed, self.compile_devices, self._call)
         return {n.id: self._prewarm.start(n.source, stages, n.compiled) for n in nodes}
 
+    def _await_prewarm(self, warm: dict[str, Future] | None, node_id: str) -> None:
+        """Wait (at most PREWARM_WAIT_S) for a node's ahead-of-time compiles, if any were started."""
+        if not warm or node_id not in warm:
+            return
+        t0 = time.monotonic()
+        try:
+            warm[node_id].result(timeout=PREWARM_WAIT_S)
+        except FutureTimeout:
+            pass
+        self._timed("prewarm-wait", t0)
+
     def _correctness(self, node: Node, rung: str, stages: list[str], force: bool,
                      warm: dict[str, Future] | None = None) -> m.HarnessResult | None:
         """One correctness rung for one candidate: its result when accepted; None when time ran
@@ -330,13 +341,7 @@ class Search:
         if self._out_of_time(force):
             node.outcome = "not-run"
             return None
-        if warm and node.id in warm:
-            t0 = time.monotonic()
-            try:
-                warm[node.id].result(timeout=PREWARM_WAIT_S)
-            except FutureTimeout:
-                pass
-            self._timed("prewarm-wait", t0)
+        self._await_prewarm(warm, node.id)
         self._stage(rung)
         t0 = time.monotonic()
         res = self._harness(node.source, stages)
@@ -364,21 +369,14 @@ class Search:
         # On a GPU, the original's specialisations are compiled ahead on the CPU workers too: its
         # harness is every search's first GPU work and its largest fixed cost, since the GPU's JIT
         # compiled them one by one (H200, runs J -> K: matmul 17.1 -> 9.2 s, rmsnorm 10.5 -> 8.3 s).
-        warm = self._prewarm_all([Node("original", self.original, "original", "", None)], list(m.STAGES))
-        if warm:
-            t0 = time.monotonic()
-            try:
-                warm["original"].result(timeout=PREWARM_WAIT_S)
-            except FutureTimeout:
-                pass
-            self._timed("prewarm-wait", t0)
+        root = Node("original", self.original, "original", "the original kernel", None)
+        self._await_prewarm(self._prewarm_all([root], list(m.STAGES)), root.id)
         t0 = time.monotonic()
         result = self._harness(None, list(m.STAGES))
         self._timed("baseline", t0)
         if not result.accepted:
             raise SearchError(f"the original kernel fails its own harness ({result.stage}: {result.reason}): "
                               f"{result.message}")
-        root = Node("original", self.original, "original", "the original kernel", None)
         self._specialize_and_compile(root, self.compile_devices[0])
         self.baseline_facts = root.facts
         root.estimate_us = self._estimate(root)
