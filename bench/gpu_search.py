@@ -80,7 +80,7 @@ def summarize(op: str, result, ceilings, torch_times: dict) -> dict:
     row = {"op": op, "best": result.best, "time_to_best_s": result.time_to_best_s, "stopped": result.stopped,
            "spent": msgspec.to_builtins(result.budget.spent), "candidates": msgspec.to_builtins(result.candidates),
            "baseline_us": [b.time_us for b in result.baseline], "torch": torch_times, "cases": [],
-           "rung_seconds": result.rung_seconds, "notes": result.notes,
+           "rung_seconds": result.rung_seconds, "stage_seconds": result.stage_seconds, "notes": result.notes,
            "trajectory": [[round(p.t, 1), p.origin, p.outcome, p.speedup] for p in result.trajectory]}
     for i, base in enumerate(result.baseline):
         us = best.per_case[i].value_us if best and i < len(best.per_case) else base.time_us
@@ -180,6 +180,7 @@ def main() -> int:
                    "ladder_candidates_gpu_s": candidates_gpu_s(ladder), "full_candidates_gpu_s": candidates_gpu_s(full),
                    "ladder_gpu_s_to_best": ladder.gpu_s_to_best, "full_gpu_s_to_best": full.gpu_s_to_best,
                    "ladder_rung_seconds": ladder.rung_seconds, "full_rung_seconds": full.rung_seconds,
+                   "ladder_stage_seconds": ladder.stage_seconds, "full_stage_seconds": full.stage_seconds,
                    "ladder_best": ladder.best, "full_best": full.best,
                    "ladder_best_speedup": next((v.speedup for v in ladder.variants if v.id == ladder.best), None),
                    "full_best_speedup": next((v.speedup for v in full.variants if v.id == full.best), None),

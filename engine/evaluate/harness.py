@@ -17,6 +17,7 @@ import inspect
 import os
 import sys
 import tempfile
+import time
 import traceback
 from pathlib import Path
 from typing import Callable
@@ -29,6 +30,7 @@ from ..task.spec import Task
 from . import shapes
 from .audit import AuditMode
 from .compare import bitwise_equal, compare
+from .jit_clock import CLOCK
 from .messages import CaseResult, HarnessResult, RunHarness, StageResult
 
 # The CPU interpreter runs ~1 s per 1,024 programs: above this many input elements a case is
@@ -407,14 +409,15 @@ class Harness:
             return self._failed("load", f), False
         for stage in self.req.stages:
             self.progress(stage, "")
-            before = self.skipped
+            before, t0, jit0 = self.skipped, time.perf_counter(), CLOCK.seconds
             try:
                 n = getattr(self, f"stage_{stage}")()
             except FatalDeviceError as f:
                 return self._failed(stage, f), True
             except HarnessFailure as f:
                 return self._failed(stage, f), False
-            self.stage_results.append(StageResult(stage, True, n, self.skipped - before))
+            self.stage_results.append(StageResult(stage, True, n, self.skipped - before,
+                                                  seconds=time.perf_counter() - t0, jit_seconds=CLOCK.seconds - jit0))
         passed = ", ".join(f"{s.name} ({s.cases})" for s in self.stage_results)
         return HarnessResult(True, None, None, f"passed all {len(self.stage_results)} stages: {passed}",
                              self.stage_results, self.cases), False

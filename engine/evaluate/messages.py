@@ -52,6 +52,9 @@ class TimeAB(msgspec.Struct, tag="time_ab"):
     noise_check: bool = True  # also time A against A to measure the noise floor
     seed: int = 0
     cases: list[int] | None = None  # indices of the benchmark cases to time (None: all)
+    # more candidates timed in the same interleaving (the final A/B's rivals); then the answer is
+    # TimingResults, the candidate's first
+    rivals: list[str] = []
 
 
 class Bench(msgspec.Struct, tag="bench"):
@@ -160,6 +163,8 @@ class StageResult(msgspec.Struct):
     cases: int = 0
     skipped: int = 0
     message: str = ""
+    seconds: float = 0.0  # wall time of the stage in the worker
+    jit_seconds: float = 0.0  # ... of which in Triton's JIT (loading or compiling specialisations)
 
 
 class HarnessResult(msgspec.Struct, tag="harness_result"):
@@ -192,6 +197,12 @@ class TimingResult(msgspec.Struct, tag="timing_result"):
     cases: list[CaseTiming]
     speedup: float  # geometric mean over cases
     verdict: str
+
+
+class TimingResults(msgspec.Struct, tag="timing_results"):
+    """A TimeAB with rivals: one result per candidate, in the request's order."""
+
+    results: list[TimingResult]
 
 
 class CaseBench(msgspec.Struct):
@@ -256,8 +267,8 @@ class WorkerError(msgspec.Struct, tag="error"):
     traceback: str = ""
 
 
-Answer = Union[Ready, Progress, HarnessResult, TimingResult, BenchResult, Ceilings, SpecializeResult, CompileResult,
-              WorkerError]
+Answer = Union[Ready, Progress, HarnessResult, TimingResult, TimingResults, BenchResult, Ceilings, SpecializeResult,
+              CompileResult, WorkerError]
 
 _encoder = msgspec.msgpack.Encoder()
 _request_decoder = msgspec.msgpack.Decoder(Request)

@@ -27,6 +27,10 @@ def _serve(device: str, rfd: int, wfd: int) -> None:
     from .harness import Harness, ModuleLoader, classify_exception
 
     install_launch_hook()
+    if not interpreter:
+        from .jit_clock import CLOCK
+
+        CLOCK.install()
     if interpreter:
         _cpu_autotune_timer()
         torch.set_num_threads(max(1, (os.cpu_count() or 2) // 2))
@@ -36,6 +40,7 @@ def _serve(device: str, rfd: int, wfd: int) -> None:
         name = "AOT compiler"
     else:
         torch.cuda.set_device(0)  # the engine exposes exactly one GPU through CUDA_VISIBLE_DEVICES
+        torch.zeros(1, device="cuda")  # the CUDA context, before Ready: part of starting, not of a request
         name = torch.cuda.get_device_name(0)
     dev = "cuda" if not (interpreter or compiler_only) else "cpu"
     loader = ModuleLoader()
@@ -147,8 +152,14 @@ def _time(req, dev, loader, progress):
     if getattr(req, "cases", None) is not None:
         cases, labels = [cases[i] for i in req.cases], [labels[i] for i in req.cases]
     if isinstance(req, m.TimeAB):
-        progress("timing", f"{len(cases)} cases, interleaved")
-        return compare_cases(h.original_entry, h.entry, cases, labels, req.rep_ms, req.noise_check, req.seed)
+        entries = [h.entry]
+        for rival in req.rivals:
+            r = Harness(m.RunHarness(req.task, rival, seed=req.seed), dev, loader, progress)
+            r.load()
+            entries.append(r.entry)
+        progress("timing", f"{len(cases)} cases, {len(entries)} candidates interleaved with the original")
+        results = compare_cases(h.original_entry, entries, cases, labels, req.rep_ms, req.noise_check, req.seed)
+        return m.TimingResults(results) if req.rivals else results[0]
     progress("bench", f"{len(cases)} cases")
     uses_dot = "tl.dot(" in (req.candidate or open(req.task.file, encoding="utf-8").read())
     return m.BenchResult(bench_cases(h.entry, cases, labels, req.rep_ms, uses_dot, req.ceilings), req.ceilings)

@@ -37,7 +37,7 @@ from ..evaluate import messages as m
 from ..evaluate.candidate import candidate_id
 from ..evaluate.devices import is_gpu
 from ..evaluate.policy import static_gate
-from ..evaluate.pool import WorkerDied, WorkerPool
+from ..evaluate.pool import STARTUP_TIMEOUT_S, WorkerDied, WorkerPool
 from ..evaluate.stats import geomean
 from ..evaluate.verify import run_harness
 from ..index.builder import source_hash
@@ -187,6 +187,7 @@ class Search:
         self.baseline_est: list[float] = []
         self._compile_s_per_candidate: float | None = None
         self.rung_seconds: dict[str, float] = {}
+        self.stage_seconds: dict[str, list[float]] = {}  # "rung/stage" -> [seconds, of which JIT, runs]
         self._prewarm: Prewarm | None = None
 
     # -- plumbing ---------------------------------------------------------------------------
@@ -305,14 +306,21 @@ class Search:
         except WorkerDied as d:
             node.outcome = f"compile-died:{d.kind}"
 
-    def _harness(self, source: str | None, stages: list[str]) -> m.HarnessResult:
-        """Some or all correctness stages (`source` None: the original), GPU seconds accounted."""
+    def _harness(self, source: str | None, stages: list[str], rung: str) -> m.HarnessResult:
+        """Some or all correctness stages (`source` None: the original), GPU seconds accounted,
+        and the worker's seconds per stage, with those it spent in Triton's JIT."""
         t0 = time.monotonic()
         try:
-            return run_harness(self.pool, self.task, source, self.device, self.seed, stages=stages)
+            result = run_harness(self.pool, self.task, source, self.device, self.seed, stages=stages)
         finally:
             if self.gpu:
                 self.meter.spent.gpu_s += time.monotonic() - t0
+        for stage in result.stages:
+            spent = self.stage_seconds.setdefault(f"{rung}/{stage.name}", [0.0, 0.0, 0])
+            spent[0] += stage.seconds
+            spent[1] += stage.jit_seconds
+            spent[2] += 1
+        return result
 
     def _prewarm_all(self, nodes: list[Node], stages: list[str]) -> dict[str, Future]:
         """On a GPU: compile what `stages` will JIT for each node, ahead, on the CPU workers."""
@@ -344,7 +352,7 @@ class Search:
         self._await_prewarm(warm, node.id)
         self._stage(rung)
         t0 = time.monotonic()
-        res = self._harness(node.source, stages)
+        res = self._harness(node.source, stages, rung)
         self._timed(rung, t0)
         if not res.accepted:
             self._end(node, "rejected", rung, res.reason, res.message)
@@ -363,6 +371,21 @@ class Search:
             return None
         return answer
 
+    def _time_together(self, nodes: list[Node], rep_ms: float) -> list[m.TimingResult | None]:
+        """Every node against the original in one interleaved A/B (shared baseline runs and noise
+        floor: 5 groups of runs for three contenders instead of 9). Should that fail, each alone,
+        so one failing node does not take the others' verdicts with it."""
+        if len(nodes) > 1:
+            req = m.TimeAB(self.task, nodes[0].source, nodes[0].id, rep_ms=rep_ms, noise_check=True, seed=self.seed,
+                           rivals=[n.source for n in nodes[1:]])
+            try:
+                answer = self._call(self.device, req, 600.0)
+            except WorkerDied:
+                answer = None
+            if isinstance(answer, m.TimingResults) and len(answer.results) == len(nodes):
+                return list(answer.results)
+        return [self._time_ab(n, rep_ms, None, True) for n in nodes]
+
     # -- baseline -----------------------------------------------------------------------------
     def _baseline(self) -> None:
         self._emit("rung", "checking the original against its harness")
@@ -370,9 +393,11 @@ class Search:
         # harness is every search's first GPU work and its largest fixed cost, since the GPU's JIT
         # compiled them one by one (H200, runs J -> K: matmul 17.1 -> 9.2 s, rmsnorm 10.5 -> 8.3 s).
         root = Node("original", self.original, "original", "the original kernel", None)
+        if self.gpu:  # the GPU worker starts (imports, CUDA context) while the CPU workers compile
+            threading.Thread(target=self._start_gpu_worker, daemon=True).start()
         self._await_prewarm(self._prewarm_all([root], list(m.STAGES)), root.id)
         t0 = time.monotonic()
-        result = self._harness(None, list(m.STAGES))
+        result = self._harness(None, list(m.STAGES), "baseline")
         self._timed("baseline", t0)
         if not result.accepted:
             raise SearchError(f"the original kernel fails its own harness ({result.stage}: {result.reason}): "
@@ -397,6 +422,13 @@ class Search:
         else:
             self.labels = [c.label for c in root.spec.cases] if root.spec else []
             self.baseline_us = list(self.baseline_est)
+
+    def _start_gpu_worker(self) -> None:
+        """Start the GPU worker without a request; a start that fails is reported by the first one."""
+        try:
+            self.pool.call(self.device, m.Ping(), STARTUP_TIMEOUT_S)
+        except WorkerDied:
+            pass
 
     # -- resume ---------------------------------------------------------------------------------
     def _resume(self) -> None:
@@ -699,7 +731,7 @@ class Search:
         return [best] + others[:FINAL_CONTENDERS - 1]
 
     def _final_ab(self) -> None:
-        """Longer interleaved A/Bs of the best and its closest rivals; the best of those stands.
+        """One longer interleaved A/B of the best and its closest rivals; the best of those stands.
         The best of many precise timings is biased upward: an H200 cross_entropy search took a
         variant timed at 1.56x that its final A/B put at 1.41x, with another at 1.51x."""
         if not self.gpu or self.best_id is None or self._stopped() == "cancelled":
@@ -707,10 +739,10 @@ class Search:
         contenders = self._final_contenders()
         self._emit("rung", f"final interleaved A/B of the best variant{' and its closest rivals' if len(contenders) > 1 else ''}")
         finals: list[tuple[float, Node]] = []
-        for node in contenders:
-            t0 = time.monotonic()
-            t = self._time_ab(node, FINAL_REP_MS, None, True)
-            self._timed("final", t0)
+        t0 = time.monotonic()
+        timings = self._time_together(contenders, FINAL_REP_MS)
+        self._timed("final", t0)
+        for node, t in zip(contenders, timings):
             if t is None:
                 continue
             node.timing = t
@@ -822,6 +854,7 @@ class Search:
             budget=BudgetReport(self.meter.budget, self.meter.tick()), candidates=self.counts, stopped=stopped,
             trajectory=self.trajectory, notes=self.notes, seed=self.seed, source_hash=source_hash(self.original),
             rung_seconds={k: round(v, 2) for k, v in self.rung_seconds.items()}, original=self.original,
+            stage_seconds={k: [round(v, 2) for v in vs] for k, vs in self.stage_seconds.items()},
             entry=self.task.entry, gpu_s_to_best=self._gpu_s_to_best(),
             case_bytes=case_bytes, case_flops=case_flops,
             ceilings={"copy_gbps": self.dev.bandwidth_gbps, "bf16_tflops": self.dev.bf16_tflops})

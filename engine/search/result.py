@@ -81,6 +81,9 @@ class SearchResult(msgspec.Struct):
     case_flops: list[int | None] = []  # matmul FLOPs per case, where the kernel multiplies matrices
     ceilings: dict[str, float] = {}  # the device model's bandwidth (GB/s) and bf16 rate (TFLOP/s)
     rung_seconds: dict[str, float] = {}  # wall time spent in each rung of the ladder
+    # per "rung/harness stage": the worker's seconds in it, of those the seconds in Triton's JIT, and
+    # how many harness runs they add up
+    stage_seconds: dict[str, list[float]] = {}
     original: str = ""  # the source searched (variants are rebased from it onto later edits)
     entry: str = ""  # the launcher the harness calls (with the kernel, what a variant was verified on)
     # GPU seconds spent when the best was verified: what the coarse-to-fine ladder saves shows

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from kernelbrain.engine.evaluate import messages as m
 from kernelbrain.engine.evaluate.pool import WorkerPool
 from kernelbrain.engine.evaluate.verify import bench, run_harness, verify
 from kernelbrain.engine.task import find_task
@@ -43,6 +44,19 @@ def test_slowed_copy_is_reported_slower(pool):
     assert report.timing.verdict == "slower", report.timing
     assert all(c.verdict == "slower" and c.p_value < 0.01 for c in report.timing.cases)
     assert 0.70 < report.timing.speedup < 0.97
+
+
+def test_rivals_are_timed_in_one_interleaving(pool):
+    """The final A/B times its contenders together against one baseline: each still gets its
+    own verdict (an identical copy "same", the slowed copy "slower")."""
+    task = find_task(EXAMPLES / "ops" / "softmax.py", "softmax_kernel")
+    source = open(task.file).read()
+    request = m.TimeAB(task, identical_copy(source), "same", rep_ms=150.0, rivals=[slowed_softmax(source)])
+    answer = pool.call("cuda:0", request, 600.0)
+    assert isinstance(answer, m.TimingResults), answer
+    same, slowed = answer.results
+    assert same.verdict == "same" and all(0.95 < c.speedup < 1.05 for c in same.cases), same
+    assert slowed.verdict == "slower" and all(c.verdict == "slower" for c in slowed.cases), slowed
 
 
 def test_illegal_address_kills_only_its_worker(pool):
