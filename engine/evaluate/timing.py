@@ -24,7 +24,7 @@ from .messages import CaseBench, CaseTiming, Ceilings, TimingResult
 GRAPH_BELOW_MS = 0.1  # kernels shorter than this are timed as CUDA-graph replays
 GRAPH_CAPTURES = 3
 MIN_REPS, MAX_REPS = 15, 2000
-HOLD_MARGIN = 1.5  # the GPU is held this many times a launcher's host time (plus HOLD_PAD_MS)
+HOLD_MARGIN = 2.0  # the GPU is held this many times a launcher's host time (plus HOLD_PAD_MS)
 HOLD_PAD_MS = 0.02
 HOLD_MAX_MS = 2.0  # a longer host time is a host sync, which no hold can hide
 _cycles_per_ms: float | None = None
@@ -83,16 +83,22 @@ def l2_flush() -> Callable[[], object]:
 
 
 def _spin_cycles_per_ms() -> float:
-    """Clock cycles of `torch.cuda._sleep` per millisecond on this GPU, measured once."""
+    """Clock cycles of `torch.cuda._sleep` per millisecond on this GPU at its working clock,
+    measured once. The spin counts SM cycles, so a calibration at an idle GPU's low clock makes
+    every later spin end early: on an H200 a hold calibrated cold covered half the host time it
+    was sized for. So a 50 ms spin first brings the clock up, and the fastest of three counts."""
     global _cycles_per_ms
     if _cycles_per_ms is None:
-        torch.cuda._sleep(1 << 16)  # first launch out of the way
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        torch.cuda._sleep(1 << 22)
-        end.record()
-        torch.cuda.synchronize()
-        _cycles_per_ms = (1 << 22) / max(start.elapsed_time(end), 1e-3)
+        torch.cuda._sleep(100_000_000)
+        rates = []
+        for _ in range(3):
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record()
+            torch.cuda._sleep(1 << 22)
+            end.record()
+            torch.cuda.synchronize()
+            rates.append((1 << 22) / max(start.elapsed_time(end), 1e-3))
+        _cycles_per_ms = max(rates)
     return _cycles_per_ms
 
 
