@@ -27,7 +27,6 @@ MIN_REPS, MAX_REPS = 15, 2000
 HOLD_MARGIN = 2.0  # the GPU is held this many times a launcher's host time (plus HOLD_PAD_MS)
 HOLD_PAD_MS = 0.02
 HOLD_MAX_MS = 2.0  # a longer host time is a host sync, which no hold can hide
-_cycles_per_ms: float | None = None
 
 
 def _syncs_with_host(fn: Callable[[], object]) -> bool:
@@ -82,24 +81,12 @@ def l2_flush() -> Callable[[], object]:
     return lambda: cache.max()
 
 
-def _spin_cycles_per_ms() -> float:
-    """Clock cycles of `torch.cuda._sleep` per millisecond on this GPU at its working clock,
-    measured once. The spin counts SM cycles, so a calibration at an idle GPU's low clock makes
-    every later spin end early: on an H200 a hold calibrated cold covered half the host time it
-    was sized for. So a 50 ms spin first brings the clock up, and the fastest of three counts."""
-    global _cycles_per_ms
-    if _cycles_per_ms is None:
-        torch.cuda._sleep(100_000_000)
-        rates = []
-        for _ in range(3):
-            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            start.record()
-            torch.cuda._sleep(1 << 22)
-            end.record()
-            torch.cuda.synchronize()
-            rates.append((1 << 22) / max(start.elapsed_time(end), 1e-3))
-        _cycles_per_ms = max(rates)
-    return _cycles_per_ms
+def _spin_cycles_per_ms() -> int:
+    """Clock cycles of `torch.cuda._sleep` per millisecond at the GPU's highest SM clock (its
+    `clock_rate`, in kHz): the spin counts SM cycles, so at any lower clock it lasts longer, never
+    shorter. A measured rate is not safe: on an H200 the same cycle count spun 0.14 ms in one
+    loop and 0.25 ms in another, the clock following the load."""
+    return torch.cuda.get_device_properties(torch.cuda.current_device()).clock_rate
 
 
 def _host_ms(fn: Callable[[], object]) -> float:
@@ -115,6 +102,9 @@ def _host_ms(fn: Callable[[], object]) -> float:
 
 
 def _flush_ms(flush: Callable[[], object]) -> float:
+    """One flush's time, warm: a cold first call (7.7 ms on an H200: loading the reduction) made
+    the flush look long enough to cover any launcher, and the hold was left out."""
+    flush()
     torch.cuda.synchronize()
     start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
     start.record()
