@@ -23,6 +23,11 @@ def _serve(device: str, rfd: int, wfd: int) -> None:
     import torch
     import triton
 
+    # The audit's dispatch mode makes PyTorch import torch._dynamo on the first tensor op under it:
+    # 2.7 s of the first harness stage on a development machine's CPU worker. Paid here, while the
+    # engine waits for the worker to start (on a GPU, while the CPU workers compile).
+    import torch._dynamo  # noqa: F401
+
     from .audit import install_launch_hook
     from .harness import Harness, ModuleLoader, classify_exception
 
