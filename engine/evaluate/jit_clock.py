@@ -15,7 +15,6 @@ from triton import knobs
 class JitClock:
     def __init__(self) -> None:
         self.seconds = 0.0
-        self.misses = 0
         self._started: float | None = None
 
     def _start(self, **_) -> None:
@@ -24,7 +23,6 @@ class JitClock:
     def _end(self, **_) -> None:
         if self._started is not None:
             self.seconds += time.perf_counter() - self._started
-            self.misses += 1
             self._started = None
 
     def install(self) -> "JitClock":

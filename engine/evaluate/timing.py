@@ -84,8 +84,8 @@ def l2_flush() -> Callable[[], object]:
 def _spin_cycles_per_ms() -> int:
     """Clock cycles of `torch.cuda._sleep` per millisecond at the GPU's highest SM clock (its
     `clock_rate`, in kHz): the spin counts SM cycles, so at any lower clock it lasts longer, never
-    shorter. A measured rate is not safe: on an H200 the same cycle count spun 0.14 ms in one
-    loop and 0.25 ms in another, the clock following the load."""
+    shorter. A measured rate is not safe: on an H200 short spins ran at 1.97 GHz and a 2 ms spin
+    at 1.06 GHz (bench/hold_probe.py), and a rate measured on a long spin halved every hold."""
     return torch.cuda.get_device_properties(torch.cuda.current_device()).clock_rate
 
 
