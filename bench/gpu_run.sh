@@ -11,6 +11,8 @@
 #                  $OUT/results.tgz
 # A queue is how work longer than one call's 10 minutes runs: start the queues in one call, then
 # `wait:` in the following calls until they are done; each call brings back what finished.
+# Make those calls back to back: the machine goes back 30 s after a call ends, queue or not, and
+# takes the queue with it (run M lost two searches and two ladder-vs-full runs to a 4-minute gap).
 set -uo pipefail
 OUT=${OUT:-/tmp/kb-out}
 RESULTS=${KB_RESULTS:-/tmp/kb-results}
