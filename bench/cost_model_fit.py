@@ -4,6 +4,7 @@ Spearman rho >= 0.7 between estimate and measurement), and fit the model's devic
     python bench/cost_model_fit.py SEARCH_JSON... [--ops col_sum,rmsnorm] [--workers 2]
         [--grid "memory_latency_us=0.8,1.6;host_sync_us=15,30"] [--out fit.json]
     python bench/cost_model_fit.py SEARCH_JSON... --retest    # run-to-run rho of the measurements
+    python bench/cost_model_fit.py LADDER_VS_FULL_JSON... --ladder-vs-full [--ops ...]
 
 SEARCH_JSON is what `bench/gpu_search.py` wrote on the GPU machine: every verified variant with
 its source and measured speedup. Each source is dry-run and AOT-compiled here (no GPU needed) once;
@@ -32,6 +33,7 @@ sys.path.insert(0, str(ROOT))
 from kernelbrain.engine.evaluate.pool import WorkerPool  # noqa: E402
 from kernelbrain.engine.evaluate.stats import geomean, spearman  # noqa: E402
 from kernelbrain.engine.search import Budget, Search  # noqa: E402
+from kernelbrain.engine.search.engine import Node  # noqa: E402
 from kernelbrain.engine.search.cost_model import DeviceModel  # noqa: E402
 from kernelbrain.engine.store import Store  # noqa: E402
 from kernelbrain.engine.task import find_task  # noqa: E402
@@ -77,6 +79,32 @@ class Example:
         return spearman([r["estimated"] for r in rows], [r["measured"] for r in rows]) if len(rows) >= 3 else None
 
 
+def first_generation(op: str, pool: WorkerPool) -> dict[str, tuple[str, str]]:
+    """id -> (origin, source) of the candidates a search proposes first from the original (seed 0).
+    A ladder-vs-full record keeps only ids and speedups; at full fidelity its 12 candidates are
+    the first 12 of these that pass the gate, so their sources can be proposed again here."""
+    ws = Path(tempfile.mkdtemp(prefix="kb-gen-")) / "ws"
+    shutil.copytree(ROOT / "examples", ws, ignore=shutil.ignore_patterns(".kernelbrain", "__pycache__"))
+    search = Search(find_task(ws / "ops" / f"{op}.py", f"{op}_kernel"), device="cpu", budget=Budget(wall_s=60),
+                    store=Store(ws), pool=pool)
+    root = Node("original", search.original, "original", "the original kernel", None)
+    return {n.id: (n.origin, n.source) for n in search._propose([root])}
+
+
+def ladder_vs_full_entries(run: Path, pool: WorkerPool) -> list[dict]:
+    """The full-fidelity side of a run's ladder-vs-full records as search entries (every candidate
+    measured precisely and through the final A/B's rivals), their sources proposed again."""
+    entries = []
+    for rec in (r["ladder_vs_full"] for r in json.loads(run.read_text()) if "ladder_vs_full" in r):
+        proposed = first_generation(rec["op"], pool)
+        variants = [{"id": vid, "origin": proposed[vid][0], "measured": sp, "per_case": [], "source": proposed[vid][1]}
+                    for vid, sp in rec["full_variants"].items() if vid in proposed]
+        entries.append({"op": rec["op"], "variants": variants})
+        print(f"{run.name}: {rec['op']}: {len(variants)} of {len(rec['full_variants'])} full-fidelity variants "
+              f"proposed again", flush=True)
+    return entries
+
+
 def parse_grid(text: str) -> list[dict]:
     axes = [(k.strip(), [float(x) for x in v.split(",")]) for k, v in
             (part.split("=") for part in text.split(";") if part.strip())]
@@ -109,6 +137,8 @@ def main() -> int:
     ap.add_argument("--out", type=Path)
     ap.add_argument("--cache", type=Path, help="pickle of prepared variants, reused across runs of this script")
     ap.add_argument("--retest", action="store_true", help="only compare the runs' measurements with each other")
+    ap.add_argument("--ladder-vs-full", action="store_true",
+                    help="the runs are ladder-vs-full records: use their full-fidelity variants")
     args = ap.parse_args()
     cache = pickle.loads(args.cache.read_bytes()) if args.cache and args.cache.exists() else {}
     wanted = {o for o in args.ops.split(",") if o}
@@ -117,7 +147,9 @@ def main() -> int:
         return 0
     dev = DeviceModel(bandwidth_gbps=args.copy_gbps, bf16_tflops=args.bf16_tflops)
     with WorkerPool() as pool:
-        examples = [Example(e["op"], e, pool, args.workers, cache) for run in args.runs for e in json.loads(run.read_text())
+        entries = [e for run in args.runs
+                   for e in (ladder_vs_full_entries(run, pool) if args.ladder_vs_full else json.loads(run.read_text()))]
+        examples = [Example(e["op"], e, pool, args.workers, cache) for e in entries
                     if e.get("op") and e.get("variants") and (not wanted or e["op"] in wanted)]
         report = []
         for ex in examples:
