@@ -39,16 +39,20 @@ from kernelbrain.engine.store import Store  # noqa: E402
 from kernelbrain.engine.task import find_task  # noqa: E402
 
 
+def cpu_search(op: str, pool: WorkerPool, **kw) -> Search:
+    """A search of one example on the CPU, over a private copy of the examples (its own store)."""
+    ws = Path(tempfile.mkdtemp(prefix="kb-fit-")) / "ws"
+    shutil.copytree(ROOT / "examples", ws, ignore=shutil.ignore_patterns(".kernelbrain", "__pycache__"))
+    return Search(find_task(ws / "ops" / f"{op}.py", f"{op}_kernel"), device="cpu", store=Store(ws), pool=pool, **kw)
+
+
 class Example:
     """One example's measured variants, dry-run and compiled once, estimable for any DeviceModel."""
 
     def __init__(self, op: str, entry: dict, pool: WorkerPool, workers: int, cache: dict):
-        ws = Path(tempfile.mkdtemp(prefix="kb-fit-")) / "ws"
-        shutil.copytree(ROOT / "examples", ws, ignore=shutil.ignore_patterns(".kernelbrain", "__pycache__"))
         self.op = op
         self.baseline_us = entry.get("baseline_us") or []
-        self.search = Search(find_task(ws / "ops" / f"{op}.py", f"{op}_kernel"), device="cpu",
-                             budget=Budget(wall_s=3600), store=Store(ws), pool=pool, compile_workers=workers)
+        self.search = cpu_search(op, pool, budget=Budget(wall_s=3600), compile_workers=workers)
         self.variants = [v for v in entry["variants"] if v.get("source") and v.get("measured")]
 
         def prepare(i: int, source: str):
@@ -83,10 +87,7 @@ def first_generation(op: str, pool: WorkerPool) -> dict[str, tuple[str, str]]:
     """id -> (origin, source) of the candidates a search proposes first from the original (seed 0).
     A ladder-vs-full record keeps only ids and speedups; at full fidelity its 12 candidates are
     the first 12 of these that pass the gate, so their sources can be proposed again here."""
-    ws = Path(tempfile.mkdtemp(prefix="kb-gen-")) / "ws"
-    shutil.copytree(ROOT / "examples", ws, ignore=shutil.ignore_patterns(".kernelbrain", "__pycache__"))
-    search = Search(find_task(ws / "ops" / f"{op}.py", f"{op}_kernel"), device="cpu", budget=Budget(wall_s=60),
-                    store=Store(ws), pool=pool)
+    search = cpu_search(op, pool, budget=Budget(wall_s=60))
     root = Node("original", search.original, "original", "the original kernel", None)
     return {n.id: (n.origin, n.source) for n in search._propose([root])}
 

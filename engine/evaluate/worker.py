@@ -30,12 +30,9 @@ def _serve(device: str, rfd: int, wfd: int) -> None:
 
     from .audit import install_launch_hook
     from .harness import Harness, ModuleLoader, classify_exception
+    from .jit_clock import CLOCK
 
     install_launch_hook()
-    if not interpreter:
-        from .jit_clock import CLOCK
-
-        CLOCK.install()
     if interpreter:
         _cpu_autotune_timer()
         torch.set_num_threads(max(1, (os.cpu_count() or 2) // 2))
@@ -46,6 +43,7 @@ def _serve(device: str, rfd: int, wfd: int) -> None:
     else:
         torch.cuda.set_device(0)  # the engine exposes exactly one GPU through CUDA_VISIBLE_DEVICES
         torch.zeros(1, device="cuda")  # the CUDA context, before Ready: part of starting, not of a request
+        CLOCK.install()  # the harness's JIT seconds per stage (a GPU worker that compiles idles its GPU)
         name = torch.cuda.get_device_name(0)
     dev = "cuda" if not (interpreter or compiler_only) else "cpu"
     loader = ModuleLoader()

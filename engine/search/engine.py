@@ -20,7 +20,6 @@ win different cases, a dispatching variant is built and verified on all of them.
 
 from __future__ import annotations
 
-import difflib
 import math
 import os
 import threading
@@ -47,7 +46,7 @@ from ..task.spec import Task
 from . import dispatch
 from .budget import Budget, Meter
 from .cost_model import DeviceModel, case_bytes_and_flops, case_time_us, matmul_flops, tile_names
-from .explain import compiled_changes, explain, unified_diff
+from .explain import compiled_changes, diff_counts, explain, unified_diff
 from .prewarm import Prewarm
 from .result import (BaselineCase, BudgetReport, CandidateCounts, CaseValue, SearchEvent, SearchResult,
                      TrajectoryPoint, Variant)
@@ -773,9 +772,7 @@ class Search:
             return max((c.noise_floor for c in node.timing.cases), default=0.0) if node.timing else 0.0
 
         def changed_lines(node: Node) -> int:
-            return sum(1 for line in difflib.unified_diff(self.original.splitlines(), node.source.splitlines(),
-                                                          lineterm="", n=0)
-                       if line[:1] in "+-" and not line.startswith(("+++", "---")))
+            return sum(diff_counts(unified_diff(self.original, node.source, self.task.file, self.task.root)))
 
         tied = [(sp, n) for sp, n in finals if sp * (1 + max(noise(n), noise(top))) >= top_speedup]
         speedup, simplest = min(tied, key=lambda f: (f[1].dispatch, changed_lines(f[1]), -f[0], f[1].id))

@@ -18,9 +18,16 @@ def unified_diff(original: str, new: str, path: str, root: str | None = None) ->
                                         fromfile=f"a/{rel}", tofile=f"b/{rel}"))
 
 
+def diff_counts(diff: str) -> tuple[int, int]:
+    """(lines added, lines removed) of a unified diff."""
+    lines = diff.splitlines()
+    added = sum(1 for l in lines if l.startswith("+") and not l.startswith("+++"))
+    removed = sum(1 for l in lines if l.startswith("-") and not l.startswith("---"))
+    return added, removed
+
+
 def summarize_diff(diff: str) -> str:
-    added = sum(1 for l in diff.splitlines() if l.startswith("+") and not l.startswith("+++"))
-    removed = sum(1 for l in diff.splitlines() if l.startswith("-") and not l.startswith("---"))
+    added, removed = diff_counts(diff)
     return f"{added} line{'s' if added != 1 else ''} added, {removed} removed"
 
 
