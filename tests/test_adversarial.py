@@ -75,6 +75,13 @@ ADVERSARIES = {
                             "gate", "calls-reference"),
 }
 
+# Tuned over two tiles, one of which covers only 128 columns: whichever the tuner would time
+# fastest, every configuration must be correct.
+AUTOTUNED = edit(("@triton.jit\n", '@triton.autotune(configs=[triton.Config({"BLOCK": 4096}), '
+                                    'triton.Config({"BLOCK": 128})], key=["n_cols"])\n@triton.jit\n'),
+                 (LAUNCH, "    softmax_kernel[(n_rows,)](out, x, n_cols)\n"))
+ADVERSARIES["one autotune config wrong"] = (AUTOTUNED, "sweep", "unwritten-output")
+
 # A different, correct implementation: exp2 with a log2(e) scale, two warps, no contiguous copy.
 CORRECT = edit(("e = tl.exp(x - m)", "e = tl.exp2((x - m) * 1.4426950408889634)"),
                (LAUNCH, LAUNCH.replace("BLOCK=triton.next_power_of_2(n_cols))", "BLOCK=triton.next_power_of_2(n_cols), num_warps=2)")))
@@ -115,6 +122,8 @@ def test_rejections_say_what_and_where(pool, task):
     assert report.stage == "sweep" and "->" in report.message  # names the perturbed size
     failing = [c for c in report.cases if not c.ok]
     assert failing and failing[-1].mismatched > 0 and failing[-1].max_abs_err > 0
+    report = verify(pool, task, AUTOTUNED, "cpu")
+    assert report.stage == "sweep" and "autotune config BLOCK=128" in report.message, report.message
     report = verify(pool, task, ADVERSARIES["torch fallback"][0], "cpu")
     assert "aten._softmax" in report.message and report.torch_ops == ["_softmax"]
     report = verify(pool, task, ADVERSARIES["import os"][0], "cpu")

@@ -170,6 +170,14 @@ def test_final_ab_keeps_the_simpler_of_variants_tied_within_noise(pool, tmp_path
     assert any("within the noise floor" in n for n in search.notes)
     clearly = node("clearly", 1.20, 40, True)
     assert search._simplest_of_tied([(1.20, clearly), (1.1654, small)], small)[1] is clearly
+    # equally simple and tied: the measured order is noise; the cost model's order decides, so
+    # that two runs measuring the pair in opposite orders keep the same one
+    search.baseline_est = [10.0]
+    tile_a, tile_b = node("tile-a", 4.0999, 3), node("tile-b", 4.0944, 3)
+    tile_a.estimate_us, tile_b.estimate_us = [2.5], [2.4]
+    assert search._simplest_of_tied([(4.0999, tile_a), (4.0944, tile_b)], tile_a)[1] is tile_b
+    tile_a.timing, tile_b.timing = tile_b.timing, tile_a.timing
+    assert search._simplest_of_tied([(4.0944, tile_a), (4.0999, tile_b)], tile_b)[1] is tile_b
 
 
 def test_dispatch_ingredients_include_quick_timed_candidates_on_a_gpu(pool, tmp_path, monkeypatch):
@@ -281,6 +289,10 @@ def test_candidates_far_below_the_lead_become_stepping_stones():
     kept = [quick("tile-a", 1.87), quick("tile-b", 1.80), quick("tile-c", 1.63), quick("cleanup", 1.06)]
     contenders, stones = split_stones(kept, best=1.0)
     assert [n.id for n in contenders] == ["tile-a", "tile-b"] and [n.id for n in stones] == ["tile-c", "cleanup"]
+    # near-ties beyond the FULL_AFTER_QUICK fastest wait as stones too
+    near = [quick("tile-a", 1.88), quick("tile-b", 1.86), quick("tile-c", 1.85), quick("tile-d", 1.83)]
+    contenders, stones = split_stones(near, best=1.0)
+    assert [n.id for n in contenders] == ["tile-a", "tile-b"] and [n.id for n in stones] == ["tile-c", "tile-d"]
     # the lead can be an earlier generation's best: then nothing new may be near it
     contenders, stones = split_stones(kept, best=2.5)
     assert contenders == [] and len(stones) == 4

@@ -29,6 +29,7 @@ from ..task.scaffold import STUB_MARK
 from ..task.spec import Task
 from . import shapes
 from .audit import AuditMode
+from .autotune_choice import AutotuneChoice
 from .compare import bitwise_equal, compare
 from .jit_clock import CLOCK
 from .messages import CaseResult, HarnessResult, RunHarness, StageResult
@@ -146,6 +147,8 @@ class Harness:
         self._original_ops: set[str] | None = None
         self._original_outputs: dict[tuple, object] = {}  # input dtypes -> the original's output
         self.extra_ops: set[str] = set()
+        self.choice = AutotuneChoice()  # entered while the stages run
+        self._next_config = 0  # the interpreter's turn through a tuned kernel's configurations
 
     # -- loading ---------------------------------------------------------------------------
     def load(self) -> None:
@@ -305,7 +308,14 @@ class Harness:
             if orig_err is not None or not compare(orig_out, expected, self.task.rtol, self.task.atol, scale).ok:
                 self.skipped += 1  # the original does not accept this variant either
                 return
+        for _ in self.configurations():
+            self._check_one(stage, label, args, desc, expected, original_out, scale)
+
+    def _check_one(self, stage: str, label: str, args, desc: str, expected, original_out, scale: float) -> None:
         out, ops = self.run_candidate(args)
+        config = self.choice.describe()
+        if config:
+            desc += f" with autotune config {config}"
         extra = ops - (self._original_ops or set()) if self.req.candidate is not None else set()
         if extra:
             self.extra_ops |= extra
@@ -327,6 +337,24 @@ class Harness:
         self.cases.append(case)
         if not result.ok:
             raise HarnessFailure(result.reason or "mismatch", f"{stage} stage, {label} ({desc}): {result.message}", case)
+
+    def configurations(self):
+        """One pass per `@triton.autotune` configuration to check on a case (`AutotuneChoice`): on
+        a GPU every configuration the tuning keeps, one after another (cheap there); on the
+        interpreter, which runs a kernel ~1 s per 1,024 programs, one per case, in turn, so that a
+        stage's cases cover them. A kernel without tuning gets one pass."""
+        if self.interpreter:
+            self.choice.select(self._next_config)
+            self._next_config += 1
+            yield 0
+            return
+        want = 0
+        while True:
+            self.choice.select(want)
+            yield want
+            want += 1
+            if want >= self.choice.widest:
+                return
 
     # -- stages ----------------------------------------------------------------------------
     def stage_inputs(self, stage: str):
@@ -381,8 +409,14 @@ class Harness:
 
     def stage_determinism(self) -> int:
         [(_, args, _)] = self.stage_inputs("determinism")
-        runs = [self.run_candidate(args)[0] for _ in range(3)]
-        if all(bitwise_equal(runs[0], r) for r in runs[1:]):
+        differ = ""
+        for _ in self.configurations():
+            runs = [self.run_candidate(args)[0] for _ in range(3)]
+            if not all(bitwise_equal(runs[0], r) for r in runs[1:]):
+                config = self.choice.describe()
+                differ = f" (autotune config {config})" if config else ""
+                break
+        else:
             self.cases.append(CaseResult("determinism", "3 runs", True, message="bitwise identical"))
             return 1
         originals = [self._call(self.original_entry, args, "original") for _ in range(3)]
@@ -392,8 +426,9 @@ class Harness:
             return 1
         case = CaseResult("determinism", "3 runs", False, "nondeterministic", "outputs differ between identical runs")
         self.cases.append(case)
-        raise HarnessFailure("nondeterministic", f"determinism stage ({shapes.describe(args)}): three runs on the same "
-                                                 "inputs gave different bits, while the original is deterministic", case)
+        raise HarnessFailure("nondeterministic", f"determinism stage ({shapes.describe(args)}{differ}): three runs on "
+                                                 "the same inputs gave different bits, while the original is "
+                                                 "deterministic", case)
 
     def stage_edge(self) -> int:
         return self._check_all("edge")
@@ -407,17 +442,18 @@ class Harness:
             return self._failed("load", f), True
         except HarnessFailure as f:
             return self._failed("load", f), False
-        for stage in self.req.stages:
-            self.progress(stage, "")
-            before, t0, jit0 = self.skipped, time.perf_counter(), CLOCK.seconds
-            try:
-                n = getattr(self, f"stage_{stage}")()
-            except FatalDeviceError as f:
-                return self._failed(stage, f), True
-            except HarnessFailure as f:
-                return self._failed(stage, f), False
-            self.stage_results.append(StageResult(stage, True, n, self.skipped - before,
-                                                  seconds=time.perf_counter() - t0, jit_seconds=CLOCK.seconds - jit0))
+        with self.choice:
+            for stage in self.req.stages:
+                self.progress(stage, "")
+                before, t0, jit0 = self.skipped, time.perf_counter(), CLOCK.seconds
+                try:
+                    n = getattr(self, f"stage_{stage}")()
+                except FatalDeviceError as f:
+                    return self._failed(stage, f), True
+                except HarnessFailure as f:
+                    return self._failed(stage, f), False
+                self.stage_results.append(StageResult(stage, True, n, self.skipped - before,
+                                                      seconds=time.perf_counter() - t0, jit_seconds=CLOCK.seconds - jit0))
         passed = ", ".join(f"{s.name} ({s.cases})" for s in self.stage_results)
         return HarnessResult(True, None, None, f"passed all {len(self.stage_results)} stages: {passed}",
                              self.stage_results, self.cases), False

@@ -34,7 +34,6 @@ def _serve(device: str, rfd: int, wfd: int) -> None:
 
     install_launch_hook()
     if interpreter:
-        _cpu_autotune_timer()
         torch.set_num_threads(max(1, (os.cpu_count() or 2) // 2))
         name = "CPU (Triton interpreter)"
     elif compiler_only:
@@ -124,22 +123,6 @@ def _specialize(req, dev, loader, progress):
 
 
 _DRAWN: dict = {}
-
-
-def _cpu_autotune_timer() -> None:
-    """The interpreter has no GPU driver, so `@triton.autotune` cannot time its configs with CUDA
-    events: give it a wall-clock timer (any config is fine there: only correctness is checked)."""
-    import time
-
-    from triton.runtime.autotuner import Autotuner
-
-    def cpu_bench(kernel_call, quantiles=None, **_):
-        t = time.perf_counter()
-        kernel_call()
-        ms = (time.perf_counter() - t) * 1000
-        return [ms, ms, ms] if quantiles else ms
-
-    Autotuner.do_bench = property(lambda self: self._do_bench or cpu_bench)
 
 
 def _time(req, dev, loader, progress):

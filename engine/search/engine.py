@@ -69,6 +69,7 @@ PRECISE_REP_MS = 150.0
 FINAL_REP_MS = 400.0
 FINAL_CONTENDERS = 3  # variants given the final A/B: the best and its closest rivals
 STONE_MARGIN = 0.1  # quick-timed more than 10% below the lead: a stepping stone, not fully verified
+FULL_AFTER_QUICK = 2  # the most quick-timed candidates of a generation that go on to the full harness
 END_RESERVE_FRACTION = 0.1  # of the wall budget, kept for the dispatching variant and the final A/B
 END_RESERVE_MAX_S = 30.0
 PREWARM_WAIT_S = 60.0  # longest the GPU waits for a candidate's ahead-of-time compiles
@@ -96,14 +97,18 @@ def halve(ranked: list[Node], keep: int) -> tuple[list[Node], list[Node]]:
 
 
 def split_stones(kept: list[Node], best: float) -> tuple[list[Node], list[Node]]:
-    """(contenders, stepping stones) among quick-timed candidates: a contender is within
-    STONE_MARGIN of the lead (the best so far or the best quick timing). Why: the full harness
-    costs ~10 s per matmul candidate on an H200 (five stages, a JIT specialisation per odd
-    shape); in a 5-minute search the first generation spent 190 s fully verifying 11 candidates,
-    six of them more than 10% below the 1.87x lead (four at 1.00-1.06x), and the next generation,
-    which combined the lead with a 1.06x rewrite, ran out of time before its full harness."""
+    """(contenders, stepping stones) among quick-timed candidates, `kept` fastest first: a
+    contender is within STONE_MARGIN of the lead (the best so far or the best quick timing) and
+    among the FULL_AFTER_QUICK fastest. Why: the full harness costs ~10 s per matmul candidate on
+    an H200 (five stages, a JIT specialisation per odd shape); in a 5-minute search the first
+    generation spent 190 s fully verifying 11 candidates, six of them more than 10% below the
+    1.87x lead (four at 1.00-1.06x), and the next generation, which combined the lead with a 1.06x
+    rewrite, ran out of time before its full harness. Near the lead the count matters as much: in
+    run N's ladder on matmul, four tilings quick-timed within 3% of each other took 25 s of the
+    ladder's 40 s of GPU time in the full harness and precise timing. Stones stay parents: a
+    near-tie left unverified still has its rewrites combined with others in the next generation."""
     lead = max([best] + [n.quick or 0.0 for n in kept])
-    contenders = [n for n in kept if (n.quick or 0.0) >= lead * (1 - STONE_MARGIN)]
+    contenders = [n for n in kept if (n.quick or 0.0) >= lead * (1 - STONE_MARGIN)][:FULL_AFTER_QUICK]
     return contenders, [n for n in kept if n not in contenders]
 
 
@@ -616,10 +621,13 @@ class Search:
                 self._end(node, "pruned", "quick", "ranked-out", f"quick timing {node.quick:.3f}x: below the kept half")
             # a forced candidate (the dispatching variant) always gets its full verdict
             smoked, stones = (smoked, []) if force else split_stones(smoked, self.best_speedup)
+            lead = max([self.best_speedup] + [n.quick or 0.0 for n in timed])
             for node in stones:
+                near = (node.quick or 0.0) >= lead * (1 - STONE_MARGIN)
+                why = (f"within {STONE_MARGIN:.0%} of the lead, behind the {FULL_AFTER_QUICK} fastest" if near
+                       else f"more than {STONE_MARGIN:.0%} below the lead")
                 self._end(node, "stone", "quick", "below-lead",
-                          f"quick timing {node.quick:.3f}x, more than {STONE_MARGIN:.0%} below the lead: "
-                          f"expanded as a stepping stone, not fully verified")
+                          f"quick timing {node.quick:.3f}x, {why}: expanded as a stepping stone, not fully verified")
         # rung: full correctness, then precise timing (GPU) or estimates (CPU)
         warm = self._prewarm_all(smoked, [s for s in m.STAGES if s != "smoke"])
         for node in smoked:
@@ -765,7 +773,11 @@ class Search:
         """The fastest in the final A/B, unless a simpler variant is within the noise floor of it:
         then the simpler one (no dispatch branch, then fewer changed lines), as an engineer would
         pick between two equally fast diffs. On an H200 rmsnorm search a two-way dispatch and one
-        of its ingredients measured 1.1661x and 1.1654x, 0.06% apart, with noise floors of 0.5%."""
+        of its ingredients measured 1.1661x and 1.1654x, 0.06% apart, with noise floors of 0.5%.
+        Between tied variants equally simple, the measurement's order is noise, so the choice
+        falls to what does not change from run to run: the cost model's estimate, then the id. Two
+        gelu tilings measured 4.0999x and 4.0944x in one run and 4.0857x and 4.0899x in the next
+        (run N); each run kept its own faster one."""
         top_speedup, top = max(finals, key=lambda f: (f[0], f[1] is first))
 
         def noise(node: Node) -> float:
@@ -775,10 +787,14 @@ class Search:
             return sum(diff_counts(unified_diff(self.original, node.source, self.task.file, self.task.root)))
 
         tied = [(sp, n) for sp, n in finals if sp * (1 + max(noise(n), noise(top))) >= top_speedup]
-        speedup, simplest = min(tied, key=lambda f: (f[1].dispatch, changed_lines(f[1]), -f[0], f[1].id))
+        speedup, simplest = min(tied, key=lambda f: (f[1].dispatch, changed_lines(f[1]),
+                                                     -(self._estimated_speedup(f[1]) or 0.0), f[1].id))
         if simplest is not top:
+            simpler = (simplest.dispatch, changed_lines(simplest)) < (top.dispatch, changed_lines(top))
             self.notes.append(f"final A/B: {simplest.origin} at {speedup:.3f}x is within the noise floor of "
-                              f"{top.origin} at {top_speedup:.3f}x and the simpler change, so it is kept")
+                              f"{top.origin} at {top_speedup:.3f}x and "
+                              f"{'the simpler change' if simpler else 'as simple, estimated faster or first by id'}, "
+                              f"so it is kept")
         return speedup, simplest
 
     def run(self) -> SearchResult:

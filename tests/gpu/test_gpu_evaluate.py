@@ -9,7 +9,7 @@ from kernelbrain.engine.evaluate.pool import WorkerPool
 from kernelbrain.engine.evaluate.verify import bench, run_harness, verify
 from kernelbrain.engine.task import find_task
 
-from ..test_adversarial import BASE, CORRECT, SOURCE
+from ..test_adversarial import AUTOTUNED, BASE, CORRECT, SOURCE
 from .slowdowns import EXAMPLES, identical_copy, illegal_address, slowed_softmax
 
 pytestmark = pytest.mark.gpu
@@ -27,6 +27,24 @@ def test_example_passes_its_harness_on_gpu(pool, op):
     assert result.accepted, result.message
     full = [c for c in result.cases if c.stage == "sweep" and c.label.startswith("case ")]
     assert len(full) == 3  # every benchmark case at its real size
+
+
+def test_every_autotune_config_is_checked_on_every_case(pool):
+    """On a GPU the harness runs each case once per configuration of a tuned kernel, none of them
+    timed: a configuration the tuner would never pick on this GPU can be picked on another."""
+    task = find_task(BASE, "softmax_kernel")
+    wrong = run_harness(pool, task, AUTOTUNED, "cuda:0")
+    assert not wrong.accepted and "autotune config BLOCK=128" in wrong.message, wrong.message
+    right = run_harness(pool, task, AUTOTUNED.replace('"BLOCK": 128', '"BLOCK": 8192'), "cuda:0")
+    assert right.accepted, right.message
+    per_case: dict[str, set[str]] = {}
+    for c in right.cases:
+        if "autotune config" in c.label:
+            case, config = c.label.split(" with autotune config ")
+            per_case.setdefault(case, set()).add(config.split(",")[0])
+    assert per_case and all(configs == {"BLOCK=4096", "BLOCK=8192"} for configs in per_case.values()), per_case
+    report = verify(pool, task, AUTOTUNED.replace('"BLOCK": 128', '"BLOCK": 8192'), "cuda:0")
+    assert report.timing is not None and report.timing.cases, report.message  # timing tunes for real
 
 
 def test_identical_copy_is_not_significantly_different(pool):
