@@ -178,6 +178,17 @@ def test_final_ab_keeps_the_simpler_of_variants_tied_within_noise(pool, tmp_path
     assert search._simplest_of_tied([(4.0999, tile_a), (4.0944, tile_b)], tile_a)[1] is tile_b
     tile_a.timing, tile_b.timing = tile_b.timing, tile_a.timing
     assert search._simplest_of_tied([(4.0944, tile_a), (4.0999, tile_b)], tile_b)[1] is tile_b
+    # the same order decides which quick-timed near-ties go on to the full harness
+    from kernelbrain.engine.search.engine import FULL_AFTER_QUICK, split_stones
+
+    quick = []
+    for name, q, est in (("q-a", 1.880, 2.6), ("q-b", 1.876, 2.4), ("q-c", 1.874, 2.5), ("q-d", 1.750, 1.0)):
+        n = node(name, q, 3)
+        n.quick_timing, n.timing, n.estimate_us = n.timing, None, [est]
+        quick.append(n)
+    contenders, stones = split_stones(quick, 1.0, search._ties_first)
+    assert FULL_AFTER_QUICK == 2
+    assert [n.id for n in contenders] == ["q-b", "q-c"] and [n.id for n in stones] == ["q-a", "q-d"]
 
 
 def test_dispatch_ingredients_include_quick_timed_candidates_on_a_gpu(pool, tmp_path, monkeypatch):

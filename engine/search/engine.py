@@ -96,20 +96,42 @@ def halve(ranked: list[Node], keep: int) -> tuple[list[Node], list[Node]]:
     return kept, dropped
 
 
-def split_stones(kept: list[Node], best: float) -> tuple[list[Node], list[Node]]:
+def split_stones(kept: list[Node], best: float,
+                 order: Callable[[list[Node]], list[Node]] = lambda nodes: nodes) -> tuple[list[Node], list[Node]]:
     """(contenders, stepping stones) among quick-timed candidates, `kept` fastest first: a
     contender is within STONE_MARGIN of the lead (the best so far or the best quick timing) and
-    among the FULL_AFTER_QUICK fastest. Why: the full harness costs ~10 s per matmul candidate on
-    an H200 (five stages, a JIT specialisation per odd shape); in a 5-minute search the first
-    generation spent 190 s fully verifying 11 candidates, six of them more than 10% below the
-    1.87x lead (four at 1.00-1.06x), and the next generation, which combined the lead with a 1.06x
-    rewrite, ran out of time before its full harness. Near the lead the count matters as much: in
-    run N's ladder on matmul, four tilings quick-timed within 3% of each other took 25 s of the
-    ladder's 40 s of GPU time in the full harness and precise timing. Stones stay parents: a
-    near-tie left unverified still has its rewrites combined with others in the next generation."""
+    among the first FULL_AFTER_QUICK in `order` (the search's: ties with the fastest first, the
+    simplest of them first). Why: the full harness costs ~10 s per matmul candidate on an H200
+    (five stages, a JIT specialisation per odd shape); in a 5-minute search the first generation
+    spent 190 s fully verifying 11 candidates, six of them more than 10% below the 1.87x lead
+    (four at 1.00-1.06x), and the next generation, which combined the lead with a 1.06x rewrite,
+    ran out of time before its full harness. Near the lead the count matters as much: in run N's
+    ladder on matmul, four tilings quick-timed within 3% of each other took 25 s of the ladder's
+    40 s of GPU time in the full harness and precise timing. Stones stay parents: a near-tie left
+    unverified still has its rewrites combined with others in the next generation."""
     lead = max([best] + [n.quick or 0.0 for n in kept])
-    contenders = [n for n in kept if (n.quick or 0.0) >= lead * (1 - STONE_MARGIN)][:FULL_AFTER_QUICK]
+    near = [n for n in kept if (n.quick or 0.0) >= lead * (1 - STONE_MARGIN)]
+    contenders = order(near)[:FULL_AFTER_QUICK]
     return contenders, [n for n in kept if n not in contenders]
+
+
+def tied_first(scored: list[tuple[float, Node]], noise: Callable[[Node], float],
+               simpler: Callable[[Node], tuple]) -> list[tuple[float, Node]]:
+    """(speedup, node) pairs, those tied with the fastest first, in `simpler` order, then the
+    rest fastest first. Tied: within the larger of the two noise floors. Between tied variants
+    the measured order is noise; an order that does not change from run to run (the search's:
+    no dispatch branch, fewer changed lines, the cost model's estimate, the id) makes a search
+    repeatable. Two gelu tilings measured 4.0999x and 4.0944x in one run and 4.0857x and 4.0899x
+    in the next (run N); each run kept its own faster one."""
+    if not scored:
+        return []
+    top_speedup, top = scored[0]
+    for f in scored[1:]:
+        if f[0] > top_speedup:
+            top_speedup, top = f
+    tied = [f for f in scored if f[0] * (1 + max(noise(f[1]), noise(top))) >= top_speedup]
+    rest = sorted((f for f in scored if f not in tied), key=lambda f: -f[0])
+    return sorted(tied, key=lambda f: simpler(f[1])) + rest
 
 
 class SearchError(Exception):
@@ -620,7 +642,7 @@ class Search:
             for node in dropped:
                 self._end(node, "pruned", "quick", "ranked-out", f"quick timing {node.quick:.3f}x: below the kept half")
             # a forced candidate (the dispatching variant) always gets its full verdict
-            smoked, stones = (smoked, []) if force else split_stones(smoked, self.best_speedup)
+            smoked, stones = (smoked, []) if force else split_stones(smoked, self.best_speedup, self._ties_first)
             lead = max([self.best_speedup] + [n.quick or 0.0 for n in timed])
             for node in stones:
                 near = (node.quick or 0.0) >= lead * (1 - STONE_MARGIN)
@@ -769,28 +791,33 @@ class Search:
             self.time_to_best = point.t if point else self.time_to_best
         self.best_speedup = speedup
 
-    def _simplest_of_tied(self, finals: list[tuple[float, Node]], first: Node) -> tuple[float, Node]:
-        """The fastest in the final A/B, unless a simpler variant is within the noise floor of it:
-        then the simpler one (no dispatch branch, then fewer changed lines), as an engineer would
-        pick between two equally fast diffs. On an H200 rmsnorm search a two-way dispatch and one
-        of its ingredients measured 1.1661x and 1.1654x, 0.06% apart, with noise floors of 0.5%.
-        Between tied variants equally simple, the measurement's order is noise, so the choice
-        falls to what does not change from run to run: the cost model's estimate, then the id. Two
-        gelu tilings measured 4.0999x and 4.0944x in one run and 4.0857x and 4.0899x in the next
-        (run N); each run kept its own faster one."""
-        top_speedup, top = max(finals, key=lambda f: (f[0], f[1] is first))
+    def _simplicity(self, node: Node) -> tuple:
+        """The order among variants tied in speed: no dispatch branch first, then fewer changed
+        lines (as an engineer would pick between two equally fast diffs), then what does not
+        change from run to run: the cost model's estimate, the id."""
+        changed = sum(diff_counts(unified_diff(self.original, node.source, self.task.file, self.task.root)))
+        return node.dispatch, changed, -(self._estimated_speedup(node) or 0.0), node.id
 
+    def _ties_first(self, nodes: list[Node]) -> list[Node]:
+        """Quick-timed nodes, those tied with the fastest first (`tied_first`)."""
+        def noise(node: Node) -> float:
+            cases = node.quick_timing.cases if node.quick_timing else []
+            return max((c.noise_floor for c in cases), default=0.0)
+
+        return [n for _, n in tied_first([(n.quick or 0.0, n) for n in nodes], noise, self._simplicity)]
+
+    def _simplest_of_tied(self, finals: list[tuple[float, Node]], first: Node) -> tuple[float, Node]:
+        """The fastest in the final A/B, unless a simpler variant is within the noise floor of it
+        (`tied_first`). On an H200 rmsnorm search a two-way dispatch and one of its ingredients
+        measured 1.1661x and 1.1654x, 0.06% apart, with noise floors of 0.5%."""
         def noise(node: Node) -> float:
             return max((c.noise_floor for c in node.timing.cases), default=0.0) if node.timing else 0.0
 
-        def changed_lines(node: Node) -> int:
-            return sum(diff_counts(unified_diff(self.original, node.source, self.task.file, self.task.root)))
-
-        tied = [(sp, n) for sp, n in finals if sp * (1 + max(noise(n), noise(top))) >= top_speedup]
-        speedup, simplest = min(tied, key=lambda f: (f[1].dispatch, changed_lines(f[1]),
-                                                     -(self._estimated_speedup(f[1]) or 0.0), f[1].id))
+        ordered = tied_first(sorted(finals, key=lambda f: f[1] is not first), noise, self._simplicity)
+        speedup, simplest = ordered[0]
+        top_speedup, top = max(finals, key=lambda f: (f[0], f[1] is first))
         if simplest is not top:
-            simpler = (simplest.dispatch, changed_lines(simplest)) < (top.dispatch, changed_lines(top))
+            simpler = self._simplicity(simplest)[:2] < self._simplicity(top)[:2]
             self.notes.append(f"final A/B: {simplest.origin} at {speedup:.3f}x is within the noise floor of "
                               f"{top.origin} at {top_speedup:.3f}x and "
                               f"{'the simpler change' if simpler else 'as simple, estimated faster or first by id'}, "
