@@ -8,12 +8,14 @@ each). On an H200 (BENCHMARKS.md, runs N and O) the sweep stage of one six-confi
 matmul candidate took 16-19 s, that of a fixed-config candidate ~0.1 s; checking every
 configuration untimed, the sweeps of all twelve candidates of a ladder-vs-full run took 1.7 s.
 
-While a `AutotuneChoice` is entered, each call of a tuned kernel forgets its tuning and picks
+While an `AutotuneChoice` is entered, each call of a tuned kernel forgets its tuning and picks
 configuration `want` (counted among those its pruning keeps, cycling) instead of the fastest. The
 rest of the tuner runs as Triton wrote it: its pruning, its pre- and post-hooks, `reset_to_zero`
 and `restore_value`; the chosen configuration runs once in the tuning as it would be timed, and if
 it fails to compile there (out of shared memory, a compile-time assertion) the tuner skips it, as
-it would, and runs the first other configuration kept.
+it would, and runs the first other configuration kept. On leaving, each tuner gets back its own
+picks, so that a timing never runs on a configuration the harness chose: it tunes for real or
+keeps what an earlier timing tuned.
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ class AutotuneChoice:
         self.chosen: list = []  # the configurations run since `select`, in call order
         self._position = 0  # the configuration being "timed" in the current tuning
         self._kept = 1
-        self._saved: dict[int, tuple] = {}  # id(tuner) -> (tuner, its own do_bench, cache_results)
+        self._saved: dict[int, tuple] = {}  # id(tuner) -> (tuner, its do_bench, cache_results, its picks)
         self._patched: dict[str, object] = {}
 
     def select(self, want: int) -> None:
@@ -62,7 +64,8 @@ class AutotuneChoice:
 
         def chosen_run(tuner, *args, **kwargs):
             if id(tuner) not in choice._saved:
-                choice._saved[id(tuner)] = (tuner, tuner.__dict__.get("do_bench", _MISSING), tuner.cache_results)
+                choice._saved[id(tuner)] = (tuner, tuner.__dict__.get("do_bench", _MISSING), tuner.cache_results,
+                                            dict(tuner.cache))
                 tuner.__dict__["do_bench"] = choice._bench  # over the cached_property
                 tuner.cache_results = False  # no tuning results read from or written to the disk
             tuner.cache.clear()
@@ -85,11 +88,12 @@ class AutotuneChoice:
 
         for name, value in self._patched.items():
             setattr(Autotuner, name, value)
-        for tuner, do_bench, cache_results in self._saved.values():
+        for tuner, do_bench, cache_results, picks in self._saved.values():
             if do_bench is _MISSING:
                 tuner.__dict__.pop("do_bench", None)
             else:
                 tuner.__dict__["do_bench"] = do_bench
             tuner.cache_results = cache_results
-            tuner.cache.clear()  # timing after this tunes for real
+            tuner.cache.clear()  # the harness's picks never reach a timing: it tunes for real,
+            tuner.cache.update(picks)  # or keeps what an earlier timing tuned
         self._saved.clear()
