@@ -116,6 +116,11 @@ def split_stones(kept: list[Node], best: float,
     return contenders, [n for n in kept if n not in contenders]
 
 
+def noise_floor(timing: m.TimingResult | None) -> float:
+    """A timing's largest per-case noise floor (0 without a timing)."""
+    return max((c.noise_floor for c in timing.cases), default=0.0) if timing else 0.0
+
+
 def tied_first(scored: list[tuple[float, Node]], noise: Callable[[Node], float],
                simpler: Callable[[Node], tuple]) -> list[tuple[float, Node]]:
     """(speedup, node) pairs, those tied with the fastest first, in `simpler` order, then the
@@ -131,7 +136,7 @@ def tied_first(scored: list[tuple[float, Node]], noise: Callable[[Node], float],
         if f[0] > top_speedup:
             top_speedup, top = f
     tied = [f for f in scored if f[0] * (1 + max(noise(f[1]), noise(top))) >= top_speedup]
-    rest = sorted((f for f in scored if f not in tied), key=lambda f: -f[0])
+    rest = sorted((f for f in scored if all(f[1] is not t[1] for t in tied)), key=lambda f: -f[0])
     return sorted(tied, key=lambda f: simpler(f[1])) + rest
 
 
@@ -801,20 +806,15 @@ class Search:
 
     def _ties_first(self, nodes: list[Node]) -> list[Node]:
         """Quick-timed nodes, those tied with the fastest first (`tied_first`)."""
-        def noise(node: Node) -> float:
-            cases = node.quick_timing.cases if node.quick_timing else []
-            return max((c.noise_floor for c in cases), default=0.0)
-
-        return [n for _, n in tied_first([(n.quick or 0.0, n) for n in nodes], noise, self._simplicity)]
+        return [n for _, n in tied_first([(n.quick or 0.0, n) for n in nodes],
+                                         lambda n: noise_floor(n.quick_timing), self._simplicity)]
 
     def _simplest_of_tied(self, finals: list[tuple[float, Node]], first: Node) -> tuple[float, Node]:
         """The fastest in the final A/B, unless a simpler variant is within the noise floor of it
         (`tied_first`). On an H200 rmsnorm search a two-way dispatch and one of its ingredients
         measured 1.1661x and 1.1654x, 0.06% apart, with noise floors of 0.5%."""
-        def noise(node: Node) -> float:
-            return max((c.noise_floor for c in node.timing.cases), default=0.0) if node.timing else 0.0
-
-        ordered = tied_first(sorted(finals, key=lambda f: f[1] is not first), noise, self._simplicity)
+        ordered = tied_first(sorted(finals, key=lambda f: f[1] is not first), lambda n: noise_floor(n.timing),
+                             self._simplicity)
         speedup, simplest = ordered[0]
         top_speedup, top = max(finals, key=lambda f: (f[0], f[1] is first))
         if simplest is not top:
