@@ -76,6 +76,75 @@ def test_config_ties_grid_literals_and_leaves_input_sized_tiles(tmp_path):
         assert "row_block if one_pass" in m.source
 
 
+def test_grid_literals_two_constexprs_share_change_only_together():
+    """Run N (H200 col_sum): re-tiling a coarsened kernel whose `BLOCK_M` and `ITERS` were both 16
+    rewrote the grid's `cdiv(cdiv(n_rows, 16), 16)` as if both literals were BLOCK_M's; a quarter
+    of the programs ran. Every retiling, twice over, must keep the grid's literals on their own
+    constexprs."""
+    import re
+
+    task, source = example("col_sum")
+    checked = 0
+    for coarse in propose("coarsen-atomics", task, source)[:3]:
+        for once in propose("config", task, coarse.source)[:12]:
+            for twice in [once] + propose("config", task, once.source)[:12]:
+                grid = re.search(r"cdiv\(triton\.cdiv\(n_rows, (\d+)\), (\d+)\)", twice.source)
+                knobs = dict(re.findall(r"(BLOCK_M|ITERS)=(\d+)", twice.source))
+                assert grid and grid.groups() == (knobs["BLOCK_M"], knobs["ITERS"]), (grid, knobs)
+                checked += 1
+    assert checked > 300
+
+
+LAUNCHER_CONSTANT = '''import torch
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def add_kernel(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    tl.store(out_ptr + offs, tl.load(x_ptr + offs, mask=offs < n) + 1, mask=offs < n)
+
+
+def add(x):
+    out = torch.empty_like(x)
+    n = x.numel()
+    BLOCK = 1024
+    grid = (triton.cdiv(n, BLOCK),)
+    add_kernel[grid](x, out, n, BLOCK=BLOCK)
+    return out
+
+
+def add_ref(x):
+    return x + 1
+
+
+def add_inputs(device="cuda"):
+    return [(torch.randn(1 << 20, device=device),)]
+
+
+def add_small_inputs(device="cpu"):
+    return [(torch.randn(3000, device=device),)]
+'''
+
+
+def test_a_tile_passed_as_a_launcher_constant_retiles_its_grid(tmp_path, pool):
+    """`BLOCK = 1024; grid = (cdiv(n, BLOCK),); ...BLOCK=BLOCK`: the grid follows the new tile
+    (it kept 1024 before, so BLOCK=512 left half of the output unwritten), and the autotuned
+    grid reads the tile from META."""
+    (tmp_path / "add.py").write_text(LAUNCHER_CONSTANT)
+    (tmp_path / "kernelbrain.toml").write_text('[[tasks]]\nfile = "add.py"\nkernel = "add_kernel"\nentry = "add"\n'
+                                               'reference = "add_ref"\ninputs = "add_inputs"\n'
+                                               'small_inputs = "add_small_inputs"\n')
+    task = find_task(tmp_path / "add.py", "add_kernel")
+    small = next(m for m in propose("config", task, LAUNCHER_CONSTANT) if m.knobs.get("BLOCK") == 512)
+    assert "grid = (triton.cdiv(n, 512),)" in small.source and "BLOCK=512" in small.source
+    report = verify(pool, task, small.source, "cpu")
+    assert report.accepted, report.message
+    tuned = propose("autotune", task, LAUNCHER_CONSTANT)[0]
+    assert 'grid = lambda META: (triton.cdiv(n, META["BLOCK"]),)' in tuned.source
+
+
 def test_launcher_cleanup_keeps_zeros_that_atomics_need():
     assert propose("launcher-cleanup", *example("col_sum")) == []
     p = propose("launcher-cleanup", *example("gelu"))[0]

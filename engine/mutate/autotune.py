@@ -10,7 +10,7 @@ from __future__ import annotations
 import ast
 
 from .base import Mutation, MutationContext, mutator
-from .config_space import candidates, prior, tied_literals, tile_params
+from .config_space import candidates, launch_constants, prior, splits_shared, tied_literals, tile_params
 from .edits import Edits
 
 N_CONFIGS = 6
@@ -40,7 +40,15 @@ def propose(ctx: MutationContext):
     if kv.loops or uses_dot:
         current["num_stages"] = lv.const_int(lv.options.get("num_stages")) or 3
     options = sorted(candidates(ctx, lv, static, uses_dot, bool(kv.loops)), key=lambda k: -prior(k, uses_dot))
+    consts = launch_constants(ctx, lv)
+    ties, shared = tied_literals(lv, consts)
+    ties = {t: nodes for t, nodes in ties.items() if t in static}  # the others keep their literals
+    # A literal that two equal constexprs could stand for cannot become either's META entry: only
+    # configs that keep them equal.
+    options = [o for o in options if not splits_shared(shared, consts | {k: v for k, v in o.items() if k in static})]
     configs = [current] + [dict(static) | o for o in options][: N_CONFIGS - 1]
+    if len(configs) < 2:
+        return
     pointer_like = set().union(*(kv.pointer_params_of(c) for c in kv.tl_calls("load", "store"))) if kv.tl_calls("load", "store") else set()
     key = [p.name for p in kv.kernel.params if not p.constexpr and p.name not in pointer_like
            and not p.name.startswith("stride")]
@@ -50,9 +58,11 @@ def propose(ctx: MutationContext):
             + "".join(f"        {_config_text(c)},\n" for c in configs)
             + f"    ],\n    key={key!r},\n)")
     edits.insert_line(first.lineno, deco)
-    ties = tied_literals(lv, static)
     grid = lv.call.func.slice  # type: ignore[attr-defined]
     grid_node = lv.resolve(grid) if isinstance(grid, ast.Name) else grid
+    g0, g1 = edits.span(grid_node)
+    if any(not (g0 <= edits.span(n)[0] and edits.span(n)[1] <= g1) for nodes in ties.values() for n in nodes):
+        return  # the grid's size comes from launcher variables: META reaches only the grid itself
     if any(ties.values()):
         text = edits.text(grid_node)
         start, _ = edits.span(grid_node)

@@ -1,8 +1,16 @@
 """Configuration space: tile sizes, `num_warps` and `num_stages` at the kernel's launch sites.
 
-Block-size literals that the grid repeats (`triton.cdiv(n, 64)` next to `BLOCK=64`) are tied to
-their constexpr and change with it. Only literal (static) tiles are retuned; a tile computed from
-the input (`triton.next_power_of_2(n_cols)`) keeps its value and only warps/stages vary.
+What the grid says of a tile is tied to its constexpr and changes with it: a literal the grid
+repeats (`triton.cdiv(n, 64)` next to `BLOCK=64`) or the launcher constant the launch passes
+(`BLOCK = 1024`, `triton.cdiv(n, BLOCK)`, `BLOCK=BLOCK`), in the grid or in the launcher variables
+it is computed from. Any constexpr the launch passes can own a literal, tile or not, and a
+literal that could stand for two of the same value (`BLOCK_M=16`, `ITERS=16`:
+`cdiv(cdiv(n_rows, 16), 16)`) is not guessed at: those two only change together. In a 5-minute
+H200 col_sum search (run N) six re-tilings of a coarsened kernel took `ITERS`'s literal for
+`BLOCK_M`'s, launched a quarter of the programs, quick-timed 3.8x and failed the full harness;
+the small inputs of the smoke stage fit in one program and passed. Only literal
+(static) tiles are retuned; a tile computed from the input (`triton.next_power_of_2(n_cols)`)
+keeps its value and only warps/stages vary.
 """
 
 from __future__ import annotations
@@ -37,22 +45,62 @@ def _grid_node(lv) -> ast.expr | None:
     return resolved if resolved is not None else grid
 
 
-def tied_literals(lv, tiles: dict[str, int]) -> dict[str, list[ast.Constant]]:
-    """Integer literals in the grid that stand for a tile constexpr's current value."""
+def launch_constants(ctx: MutationContext, lv) -> dict[str, int]:
+    """Every constexpr the launch passes as a known integer, tiles or not: a grid literal may stand
+    for any of them (a coarsened kernel's `ITERS` is no tile)."""
+    return {name: v for name in ctx.kernel.kernel.constexprs if (v := lv.const_int(lv.args.get(name))) is not None}
+
+
+def _grid_exprs(lv) -> list[ast.expr]:
+    """The grid, and the launcher variables it is computed from (`grid = (nblocks,)`); module
+    constants are left out: other code reads them too."""
     grid = _grid_node(lv)
-    out: dict[str, list[ast.Constant]] = {t: [] for t in tiles}
-    if grid is None:
-        return out
-    for node in ast.walk(grid):
-        if not (isinstance(node, ast.Constant) and isinstance(node.value, int) and not isinstance(node.value, bool)):
-            continue
-        owners = [t for t, v in tiles.items() if v == node.value]
-        if len(owners) > 1:  # e.g. BLOCK_M == BLOCK_N: `cdiv(M, 64)` belongs to the one named after M
-            dim = _cdiv_dim(grid, node)
-            owners = [t for t in owners if dim and t.upper().endswith(dim.upper())] or owners[:1]
-        if owners:
-            out[owners[0]].append(node)
-    return out
+    exprs, seen = [], set()
+    todo = [grid] if grid is not None else []
+    while todo and len(exprs) < 16:
+        expr = todo.pop()
+        exprs.append(expr)
+        for node in ast.walk(expr):
+            if isinstance(node, ast.Name) and node.id not in seen:
+                seen.add(node.id)
+                bound = lv.local(node.id)
+                if bound is not None and not isinstance(bound, ast.Constant):
+                    todo.append(bound)
+    return exprs
+
+
+def tied_literals(lv, tiles: dict[str, int]) -> tuple[dict[str, list[ast.expr]], list[frozenset[str]]]:
+    """({constexpr: the grid's nodes that stand for its value}, groups of constexprs sharing a
+    literal that none of them certainly owns), over `tiles`: every constexpr the launch passes
+    (`launch_constants`). A node is an integer literal equal to the value, or a name of the
+    launcher constant the launch passes for it."""
+    out: dict[str, list[ast.expr]] = {t: [] for t in tiles}
+    shared: list[frozenset[str]] = []
+    passed = {t: lv.args[t].id for t in tiles if isinstance(lv.args.get(t), ast.Name)}
+    for grid in _grid_exprs(lv):
+        for node in ast.walk(grid):
+            if isinstance(node, ast.Name):
+                for t, name in passed.items():
+                    if node.id == name:
+                        out[t].append(node)
+                continue
+            if not (isinstance(node, ast.Constant) and isinstance(node.value, int) and not isinstance(node.value, bool)):
+                continue
+            owners = [t for t, v in tiles.items() if v == node.value and t not in passed]
+            if len(owners) > 1:  # e.g. BLOCK_M == BLOCK_N: `cdiv(M, 64)` belongs to the one named after M
+                dim = _cdiv_dim(grid, node)
+                named = [t for t in owners if dim and t.upper().endswith(dim.upper())]
+                if len(named) != 1:
+                    shared.append(frozenset(owners))
+                owners = named or owners[:1]
+            if owners:
+                out[owners[0]].append(node)
+    return out, shared
+
+
+def splits_shared(shared: list[frozenset[str]], values: dict[str, int]) -> bool:
+    """Whether `values` give constexprs that share an unowned grid literal different values."""
+    return any(len({values[t] for t in group}) > 1 for group in shared)
 
 
 def _cdiv_dim(grid: ast.expr, literal: ast.Constant) -> str | None:
@@ -62,17 +110,20 @@ def _cdiv_dim(grid: ast.expr, literal: ast.Constant) -> str | None:
     return None
 
 
-def apply_knobs(ctx: MutationContext, lv, knobs: dict[str, int]) -> str:
-    """Source with one launch's tiles / num_warps / num_stages set (tied grid literals follow)."""
+def apply_knobs(ctx: MutationContext, lv, knobs: dict[str, int]) -> str | None:
+    """Source with one launch's tiles / num_warps / num_stages set (what the grid ties to a tile
+    follows it); None when the knobs would split constexprs that share a grid literal."""
     edits = Edits(ctx.source)
-    tiles = {t: lv.const_int(lv.args.get(t)) for t in tile_params(ctx)}
-    static = {t: v for t, v in tiles.items() if v is not None}
-    ties = tied_literals(lv, static)
+    consts = launch_constants(ctx, lv)
+    static = {t: consts[t] for t in tile_params(ctx) if t in consts}
+    ties, shared = tied_literals(lv, consts)
+    if splits_shared(shared, consts | {k: v for k, v in knobs.items() if k in static}):
+        return None
     for name, value in knobs.items():
         if name in static:
             edits.replace(lv.args[name], str(value))  # the literal, or the name of a launcher constant
-            for lit in ties.get(name, []):
-                edits.replace(lit, str(value))
+            for node in ties.get(name, []):
+                edits.replace(node, str(value))
         elif name in ("num_warps", "num_stages"):
             edits.add_keyword(lv.call, name, str(value))
     return edits.apply()
@@ -156,5 +207,12 @@ def propose(ctx: MutationContext):
         options = candidates(ctx, lv, static, uses_dot, has_loop)
         rng.shuffle(options)  # ties broken by the seed, deterministically
         options.sort(key=lambda k: -prior(k, uses_dot))
-        for knobs in options[:MAX_PROPOSALS]:
-            yield Mutation(apply_knobs(ctx, lv, knobs), "config", f"launch with {_describe(knobs)}", knobs)
+        made = 0
+        for knobs in options:
+            source = apply_knobs(ctx, lv, knobs)
+            if source is None:
+                continue
+            yield Mutation(source, "config", f"launch with {_describe(knobs)}", knobs)
+            made += 1
+            if made >= MAX_PROPOSALS:
+                break

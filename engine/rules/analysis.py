@@ -291,6 +291,11 @@ class LaunchView:
                 if before:
                     self._local[name] = before
 
+    def local(self, name: str) -> ast.expr | None:
+        """The launcher-local value of `name` at the launch (its latest assignment before it)."""
+        values = self._local.get(name)
+        return values[-1] if values else None
+
     def resolve(self, expr: ast.expr | None, depth: int = 0) -> ast.expr | None:
         """Follow a launcher-local name (latest assignment before the launch) or module constant."""
         while isinstance(expr, ast.Name) and depth < 8:
