@@ -105,12 +105,21 @@ def summarize(op: str, result, ceilings, torch_times: dict) -> dict:
     return row
 
 
+UNVERIFIED = ("ranked-out", "below-lead")  # pruned or kept as stepping stones: not rejections
+
+
 def search(op: str, budget_s: float, pool, dev, **kw):
     ws = workspace()
     task = find_task(ws / "ops" / f"{op}.py", f"{op}_kernel")
     s = Search(task, device="cuda:0", budget=Budget(wall_s=budget_s, max_candidates=kw.pop("max_candidates")),
                store=Store(ws), pool=pool, device_model=dev, **kw)
-    return s.run()
+    result = s.run()
+    # Why candidates were rejected, from the store: run N's six failed col_sum re-tilings had to be
+    # reconstructed on the development machine, since its record kept only their outcome.
+    result.notes.extend(f"rejected {cid} at {rung}: {o['reason']}: {(o['message'] or '')[:400]}"
+                        for cid, rungs in s.store.outcomes(s.key, s.device).items() for rung, o in rungs.items()
+                        if not o["passed"] and o["reason"] not in UNVERIFIED)
+    return result
 
 
 COMMON_RUNGS = ("baseline", "baseline-timing", "final")  # paid alike by the ladder and full fidelity
