@@ -186,9 +186,9 @@ def test_final_ab_keeps_the_simpler_of_variants_tied_within_noise(pool, tmp_path
         n = node(name, q, 3)
         n.quick_timing, n.timing, n.estimate_us = n.timing, None, [est]
         quick.append(n)
-    contenders, stones = split_stones(quick, 1.0, search._ties_first)
+    contenders, behind, below = split_stones(quick, 1.0, search._ties_first)
     assert FULL_AFTER_QUICK == 2
-    assert [n.id for n in contenders] == ["q-b", "q-c"] and [n.id for n in stones] == ["q-a", "q-d"]
+    assert [n.id for n in contenders] == ["q-b", "q-c"] and [n.id for n in behind] == ["q-a", "q-d"] and below == []
 
 
 def test_dispatch_ingredients_include_quick_timed_candidates_on_a_gpu(pool, tmp_path, monkeypatch):
@@ -298,15 +298,17 @@ def test_candidates_far_below_the_lead_become_stepping_stones():
         return node
 
     kept = [quick("tile-a", 1.87), quick("tile-b", 1.80), quick("tile-c", 1.63), quick("cleanup", 1.06)]
-    contenders, stones = split_stones(kept, best=1.0)
-    assert [n.id for n in contenders] == ["tile-a", "tile-b"] and [n.id for n in stones] == ["tile-c", "cleanup"]
+    contenders, behind, below = split_stones(kept, best=1.0)
+    assert [n.id for n in contenders] == ["tile-a", "tile-b"] and behind == []
+    assert [n.id for n in below] == ["tile-c", "cleanup"]
     # near-ties beyond the FULL_AFTER_QUICK fastest wait as stones too
     near = [quick("tile-a", 1.88), quick("tile-b", 1.86), quick("tile-c", 1.85), quick("tile-d", 1.83)]
-    contenders, stones = split_stones(near, best=1.0)
-    assert [n.id for n in contenders] == ["tile-a", "tile-b"] and [n.id for n in stones] == ["tile-c", "tile-d"]
+    contenders, behind, below = split_stones(near, best=1.0)
+    assert [n.id for n in contenders] == ["tile-a", "tile-b"] and [n.id for n in behind] == ["tile-c", "tile-d"]
+    assert below == []
     # the lead can be an earlier generation's best: then nothing new may be near it
-    contenders, stones = split_stones(kept, best=2.5)
-    assert contenders == [] and len(stones) == 4
+    contenders, behind, stones = split_stones(kept, best=2.5)
+    assert contenders == [] and behind == [] and len(stones) == 4
     for node in stones:
         node.outcome = "stone"
     assert all(n.expandable and not n.verified for n in stones)

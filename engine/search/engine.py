@@ -97,9 +97,10 @@ def halve(ranked: list[Node], keep: int) -> tuple[list[Node], list[Node]]:
 
 
 def split_stones(kept: list[Node], best: float,
-                 order: Callable[[list[Node]], list[Node]] = lambda nodes: nodes) -> tuple[list[Node], list[Node]]:
-    """(contenders, stepping stones) among quick-timed candidates, `kept` fastest first: a
-    contender is within STONE_MARGIN of the lead (the best so far or the best quick timing) and
+                 order: Callable[[list[Node]], list[Node]] = lambda nodes: nodes
+                 ) -> tuple[list[Node], list[Node], list[Node]]:
+    """(contenders, stones near the lead, stones below it) among quick-timed candidates, `kept`
+    fastest first: a contender is within STONE_MARGIN of the lead (the best so far or the best quick timing) and
     among the first FULL_AFTER_QUICK in `order` (the search's: ties with the fastest first, the
     simplest of them first). Why: the full harness costs ~10 s per matmul candidate on an H200
     (five stages, a JIT specialisation per odd shape); in a 5-minute search the first generation
@@ -113,7 +114,7 @@ def split_stones(kept: list[Node], best: float,
     lead = max([best] + [n.quick or 0.0 for n in kept])
     near = [n for n in kept if (n.quick or 0.0) >= lead * (1 - STONE_MARGIN)]
     contenders = order(near)[:FULL_AFTER_QUICK]
-    return contenders, [n for n in kept if n not in contenders]
+    return contenders, [n for n in near if n not in contenders], [n for n in kept if n not in near]
 
 
 def noise_floor(timing: m.TimingResult | None) -> float:
@@ -131,10 +132,7 @@ def tied_first(scored: list[tuple[float, Node]], noise: Callable[[Node], float],
     in the next (run N); each run kept its own faster one."""
     if not scored:
         return []
-    top_speedup, top = scored[0]
-    for f in scored[1:]:
-        if f[0] > top_speedup:
-            top_speedup, top = f
+    top_speedup, top = max(scored, key=lambda f: f[0])  # the first of equals
     tied = [f for f in scored if f[0] * (1 + max(noise(f[1]), noise(top))) >= top_speedup]
     rest = sorted((f for f in scored if all(f[1] is not t[1] for t in tied)), key=lambda f: -f[0])
     return sorted(tied, key=lambda f: simpler(f[1])) + rest
@@ -648,11 +646,10 @@ class Search:
             for node in dropped:
                 self._end(node, "pruned", "quick", "ranked-out", f"quick timing {node.quick:.3f}x: below the kept half")
             # a forced candidate (the dispatching variant) always gets its full verdict
-            smoked, stones = (smoked, []) if force else split_stones(smoked, self.best_speedup, self._ties_first)
-            lead = max([self.best_speedup] + [n.quick or 0.0 for n in timed])
-            for node in stones:
-                near = (node.quick or 0.0) >= lead * (1 - STONE_MARGIN)
-                why = (f"within {STONE_MARGIN:.0%} of the lead, behind the {FULL_AFTER_QUICK} fastest" if near
+            smoked, behind, below = ((smoked, [], []) if force
+                                     else split_stones(smoked, self.best_speedup, self._ties_first))
+            for node in behind + below:
+                why = (f"within {STONE_MARGIN:.0%} of the lead, behind the {FULL_AFTER_QUICK} fastest" if node in behind
                        else f"more than {STONE_MARGIN:.0%} below the lead")
                 self._end(node, "stone", "quick", "below-lead",
                           f"quick timing {node.quick:.3f}x, {why}: expanded as a stepping stone, not fully verified")
