@@ -81,8 +81,53 @@ def col_sum_unrolled_launch(bm, bn, iters, warps):
     return run
 
 
+@triton.jit
+def col_sum_split_partial(x_ptr, part_ptr, n_rows, n_cols, stride_row, ROWS,
+                          BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
+    """Deterministic split reduction (no atomics): program (n, m) sums rows [m*ROWS, m*ROWS+ROWS)
+    of its column strip into row m of an fp32 workspace."""
+    pid_n = tl.program_id(0)
+    pid_m = tl.program_id(1)
+    cols = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+    acc = tl.zeros([BLOCK_M, BLOCK_N], tl.float32)
+    for r in range(pid_m * ROWS, pid_m * ROWS + ROWS, BLOCK_M):
+        rows = r + tl.arange(0, BLOCK_M)
+        mask = (rows[:, None] < n_rows) & (cols[None, :] < n_cols)
+        acc += tl.load(x_ptr + rows[:, None] * stride_row + cols[None, :], mask=mask, other=0.0).to(tl.float32)
+    tl.store(part_ptr + pid_m * n_cols + cols, tl.sum(acc, axis=0), mask=cols < n_cols)
+
+
+@triton.jit
+def col_sum_split_combine(part_ptr, out_ptr, n_cols, SPLITS: tl.constexpr, BLOCK_N: tl.constexpr):
+    cols = tl.program_id(0) * BLOCK_N + tl.arange(0, BLOCK_N)
+    parts = tl.arange(0, SPLITS)
+    p = tl.load(part_ptr + parts[:, None] * n_cols + cols[None, :], mask=cols[None, :] < n_cols, other=0.0)
+    tl.store(out_ptr + cols, tl.sum(p, axis=0), mask=cols < n_cols)
+
+
+def col_sum_split_launch(splits, bm, bn, warps):
+    def run(x):
+        n_rows, n_cols = x.shape
+        rows = triton.cdiv(triton.cdiv(n_rows, splits), bm) * bm
+        part = torch.empty((splits, n_cols), dtype=torch.float32, device=x.device)
+        out = torch.empty(n_cols, dtype=torch.float32, device=x.device)
+        col_sum_split_partial[(triton.cdiv(n_cols, bn), splits)](x, part, n_rows, n_cols, x.stride(0), rows,
+                                                                  BLOCK_M=bm, BLOCK_N=bn, num_warps=warps)
+        col_sum_split_combine[(triton.cdiv(n_cols, 64),)](part, out, n_cols, SPLITS=splits, BLOCK_N=64)
+        return out
+    return run
+
+
 def col_sum_variants(quick):
     v = {"first-draft": col_sum_mod.col_sum, "torch.sum(dim=0)": lambda x: x.sum(dim=0, dtype=torch.float32)}
+    if not quick:
+        v["torch.compile(reference)"] = torch.compile(col_sum_mod.col_sum_ref)
+    for splits, bm, bn, warps in ([(64, 16, 128, 4)] if quick else itertools.product((32, 64, 128, 256), (8, 16, 32), (64, 128, 256), (4, 8))):
+        if bm * bn <= 8192:
+            v[f"split{splits} {bm}x{bn} w{warps}"] = col_sum_split_launch(splits, bm, bn, warps)
+    for bm, bn, iters, warps in ([] if quick else itertools.product((8, 16, 32), (64, 128, 256), (4, 8, 16, 32), (4, 8))):
+        if bm * bn <= 8192 and bm * iters <= 512:
+            v[f"unrolled {bm}x{bn} x{iters} w{warps}"] = col_sum_unrolled_launch(bm, bn, iters, warps)
     v["unrolled 32x64 x4 w4 (search best)"] = col_sum_unrolled_launch(32, 64, 4, 4)
     v["unrolled 16x256 x8 w4"] = col_sum_unrolled_launch(16, 256, 8, 4)
     v["unrolled 8x512 x8 w4"] = col_sum_unrolled_launch(8, 512, 8, 4)
@@ -213,6 +258,41 @@ def ce_split_combine(logits_ptr, target_ptr, loss_ptr, m_ptr, s_ptr, stride_row,
     tl.store(loss_ptr + row, lse - x_t)
 
 
+@triton.jit
+def ce_online_scalar_flag(logits_ptr, target_ptr, loss_ptr, ok_ptr, stride_row, n_cols, BLOCK: tl.constexpr):
+    """ce_online_scalar with the launcher's range check folded in: a row whose target is out of
+    range clears the ok flag (and reads no logit through it); the launcher asserts the flag."""
+    row = tl.program_id(0)
+    row_ptr = logits_ptr + row.to(tl.int64) * stride_row
+    m = float("-inf")
+    s = tl.zeros([BLOCK], tl.float32)
+    for start in range(0, n_cols, BLOCK):
+        cols = start + tl.arange(0, BLOCK)
+        x = tl.load(row_ptr + cols, mask=cols < n_cols, other=float("-inf")).to(tl.float32)
+        m_new = tl.maximum(m, tl.max(x, axis=0))
+        m_safe = tl.where(m_new == float("-inf"), 0.0, m_new)
+        s = s * tl.exp(m - m_safe) + tl.exp(x - m_safe)
+        m = m_new
+    lse = m + tl.log(tl.sum(s, axis=0))
+    target = tl.load(target_ptr + row)
+    bad = (target < 0) | (target >= n_cols)
+    tl.store(ok_ptr, 0, mask=bad)
+    x_t = tl.load(row_ptr + target, mask=~bad, other=0.0).to(tl.float32)
+    tl.store(loss_ptr + row, lse - x_t)
+
+
+def ce_flag_launch(block, warps, stages):
+    def run(logits, target):
+        n_rows, n_cols = logits.shape
+        ok = torch.ones(1, dtype=torch.int32, device=logits.device)
+        loss = torch.empty(n_rows, dtype=torch.float32, device=logits.device)
+        ce_online_scalar_flag[(n_rows,)](logits, target, loss, ok, logits.stride(0), n_cols, BLOCK=block,
+                                         num_warps=warps, num_stages=stages)
+        torch._assert_async(ok, "target index out of range")
+        return loss
+    return run
+
+
 def _assert_aminmax(t, n):
     lo, hi = torch.aminmax(t)
     torch._assert_async((lo >= 0) & (hi < n))
@@ -256,6 +336,11 @@ def ce_split_launch(splits, block, warps, stages):
 
 def ce_variants(quick):
     v = {"first-draft": ce_mod.cross_entropy}
+    if not quick:
+        v["torch.compile(reference)"] = torch.compile(ce_mod.cross_entropy_ref)
+    for block, warps, stages in [(2048, 8, 4), (2048, 4, 3), (4096, 4, 3), (4096, 8, 3)]:
+        v[f"scalar-max online {block} w{warps} s{stages} + flag check"] = ce_flag_launch(block, warps, stages)
+        v[f"scalar-max online {block} w{warps} s{stages} + assert max/min"] = ce_launch(ce_online_scalar, block, warps, stages)
     v["vector-max online 1024 w4 + assert (search best)"] = ce_launch(ce_online_vector, 1024, 4, 3)
     v["vector-max online 1024 w4, no check"] = ce_launch(ce_online_vector, 1024, 4, 3, "no check")
     for check in ("assert max/min (search best)", "assert aminmax", "assert clamp-eq"):
@@ -351,20 +436,39 @@ def main():
     ap.add_argument("--out", default=None)
     ap.add_argument("--cpu", action="store_true", help="correctness only, small inputs, interpreter")
     ap.add_argument("--top", type=int, default=6, help="variants timed on every case (the rest on case 0)")
+    ap.add_argument("--timer", choices=("do_bench", "engine"), default="do_bench",
+                    help="engine: the search's own timing (flush, hold, CUDA graphs under 0.1 ms), comparable "
+                         "with its records")
+    ap.add_argument("--inductor", default=None, help="write torch.compile's generated code for each op here")
     opts = ap.parse_args()
+    if opts.timer == "engine":
+        from kernelbrain.engine.evaluate.timing import measure
+
+        def bench(fn):
+            ((times,),), _ = measure([fn], 200, captures=1)
+            return sorted(times)[len(times) // 2]
+    else:
+        bench = triton.testing.do_bench
     record = {"torch": torch.__version__, "triton": triton.__version__, "ops": {}}
     if not opts.cpu:
         record["gpu"] = torch.cuda.get_device_name()
-        n = 256 * 2**20
+        n = 2**30 if opts.timer == "engine" else 256 * 2**20  # engine: as measure_ceilings
         src = torch.empty(n, dtype=torch.uint8, device="cuda")
         dst = torch.empty_like(src)
-        ms = triton.testing.do_bench(lambda: dst.copy_(src))
+        ms = bench(lambda: dst.copy_(src))
         record["copy_gbps"] = 2 * n / ms / 1e6
         print(f"copy {record['copy_gbps']:.0f} GB/s", flush=True)
     for op in opts.ops.split(","):
         variants_of, ref, inputs_of, small_of, atol, rtol = OPS[op]
         cases = small_of("cpu") if opts.cpu else inputs_of("cuda")
         variants = variants_of(opts.cpu)
+        if opts.inductor and not opts.cpu:
+            import os
+            from torch._inductor.utils import run_and_get_code
+            os.makedirs(opts.inductor, exist_ok=True)
+            _, codes = run_and_get_code(torch.compile(ref), *cases[0])
+            with open(os.path.join(opts.inductor, f"{op}.py"), "w") as f:
+                f.write("\n\n# ---- next module ----\n\n".join(codes))
         rows = []
         for name, fn in variants.items():
             row = {"name": name, "ok": True, "ms": []}
@@ -380,7 +484,7 @@ def main():
                         row["error"] = f"case {i}: max abs err {(got.float() - want.float()).abs().max().item():.3g}"
                         break
                 if row["ok"] and not opts.cpu:
-                    row["ms"].append(triton.testing.do_bench(lambda: fn(*cases[0])))
+                    row["ms"].append(bench(lambda: fn(*cases[0])))
             except Exception as exc:  # a variant that does not compile is a finding, not a stop
                 row["ok"] = False
                 row["error"] = f"{type(exc).__name__}: {str(exc)[:200]}"
@@ -389,12 +493,12 @@ def main():
             print(f"{op:14s} {name:55s} {'ok' if row['ok'] else 'FAIL ' + row.get('error', '')} {row['ms']}", flush=True)
         if not opts.cpu:
             timed = sorted((r for r in rows if r["ok"] and r["ms"]), key=lambda r: r["ms"][0])
-            keep = timed[:opts.top] + [r for r in timed if r["name"] in ("first-draft", "cuBLAS a @ b", "torch.sum(dim=0)")]
+            keep = timed[:opts.top] + [r for r in timed if r["name"] in ("first-draft", "cuBLAS a @ b", "torch.sum(dim=0)", "torch.compile(reference)")]
             for r in keep:
                 if len(r["ms"]) > 1:
                     continue
                 for args in cases[1:]:
-                    r["ms"].append(triton.testing.do_bench(lambda: variants[r["name"]](*args)))
+                    r["ms"].append(bench(lambda: variants[r["name"]](*args)))
             for r in rows:
                 if r["ok"] and r["ms"]:
                     per = []

@@ -95,6 +95,29 @@ def test_grid_literals_two_constexprs_share_change_only_together():
     assert checked > 300
 
 
+def test_config_walks_from_the_current_configuration_and_stages_only_pipelined_loops():
+    """Proposals start next to the current launch (one knob doubled or halved), so a parent's
+    neighbours are proposed before far-off favourites; `num_stages` is proposed only for a loop
+    Triton pipelines, and only after every tile and warp count."""
+    import math
+
+    task, source = example("col_sum")
+    coarse = next(m for m in propose("coarsen-atomics", task, source) if m.knobs.get("ITERS") == 16)
+    unrolled = propose("config", task, coarse.source)  # a `tl.static_range` loop only: no stages
+    assert unrolled and all("num_stages" not in m.knobs for m in unrolled)
+    current = {"BLOCK_M": 32, "BLOCK_N": 64, "num_warps": 4}
+    steps = [sum(abs(math.log2(m.knobs[k] / v)) for k, v in current.items()) for m in unrolled]
+    assert max(steps[:12]) <= 3 < max(steps[12:])  # the first twelve stay within a few doublings
+    assert {"BLOCK_M": 32, "BLOCK_N": 128, "num_warps": 4} in [m.knobs for m in unrolled[:12]]
+
+    task, source = example("cross_entropy")  # a runtime `range` loop: stages come after the rest
+    looped = propose("config", task, source)
+    staged = [i for i, m in enumerate(looped) if m.knobs.get("num_stages", 3) != 3]
+    same_stages = [i for i, m in enumerate(looped) if m.knobs.get("num_stages", 3) == 3]
+    assert staged and same_stages and max(same_stages) < min(staged)
+    assert {"BLOCK_SIZE": 2048, "num_warps": 4, "num_stages": 3} == looped[0].knobs
+
+
 LAUNCHER_CONSTANT = '''import torch
 import triton
 import triton.language as tl

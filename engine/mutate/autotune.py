@@ -10,7 +10,7 @@ from __future__ import annotations
 import ast
 
 from .base import Mutation, MutationContext, mutator
-from .config_space import candidates, launch_constants, prior, splits_shared, tied_literals, tile_params
+from .config_space import ordered, candidates, launch_constants, prior, splits_shared, tied_literals, tile_params
 from .edits import Edits
 
 N_CONFIGS = 6
@@ -37,9 +37,10 @@ def propose(ctx: MutationContext):
         return  # a tile computed from the input (e.g. the whole row) is not a free knob
     uses_dot = kv.uses("dot")
     current = dict(static) | {"num_warps": lv.num_warps() or 4}
-    if kv.loops or uses_dot:
+    pipelined = bool(kv.pipelined_loops())
+    if pipelined or uses_dot:
         current["num_stages"] = lv.const_int(lv.options.get("num_stages")) or 3
-    options = sorted(candidates(ctx, lv, static, uses_dot, bool(kv.loops)), key=lambda k: -prior(k, uses_dot))
+    options = ordered(candidates(ctx, lv, static, uses_dot, pipelined), current, uses_dot)
     consts = launch_constants(ctx, lv)
     ties, shared = tied_literals(lv, consts)
     ties = {t: nodes for t, nodes in ties.items() if t in static}  # the others keep their literals

@@ -234,6 +234,19 @@ class KernelView:
         visit(self.node.body)
         return loops
 
+    def pipelined_loops(self) -> list[ast.For]:
+        """Loops Triton software-pipelines, where `num_stages` means something: `range` and
+        `tl.range`, not `tl.static_range` (unrolled by the frontend) nor `while`. Three col_sum
+        configs that differed only in the stages of an unrolled loop took three of the best slots
+        of H200 runs H, J and N, measured within 0.4% of each other."""
+        out = []
+        for loop in self.loops:
+            if isinstance(loop, ast.For) and isinstance(loop.iter, ast.Call):
+                f = loop.iter.func
+                if (f.attr if isinstance(f, ast.Attribute) else f.id if isinstance(f, ast.Name) else "") == "range":
+                    out.append(loop)
+        return out
+
     def loop_of(self, node: ast.AST) -> ast.stmt | None:
         line = node.lineno  # type: ignore[attr-defined]
         for loop in self.loops:
