@@ -19,7 +19,8 @@ from .conftest import EXAMPLES
 
 MUTATORS = load_mutators()
 
-# mutator -> the example it must produce a verified variant on
+# mutator -> the example it must produce a verified variant on ("example after mutator": on the
+# first proposal of another mutator, for a rewrite that applies to what that one makes)
 SHOWCASE = {
     "config": "gelu",
     "launcher-cleanup": "matmul",
@@ -31,6 +32,7 @@ SHOWCASE = {
     "int64-offsets": "softmax",
     "coarsen-atomics": "col_sum",
     "host-sync": "cross_entropy",
+    "overlap-checks": "cross_entropy after host-sync",
 }
 
 
@@ -56,7 +58,10 @@ def pool():
 @pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(SHOWCASE))
 def test_mutator_output_is_a_verified_variant(pool, name):
-    task, source = example(SHOWCASE[name])
+    op, _, first = SHOWCASE[name].partition(" after ")
+    task, source = example(op)
+    if first:
+        source = propose(first, task, source)[-1].source
     proposals = propose(name, task, source)
     assert proposals, f"{name} proposed nothing on {SHOWCASE[name]}"
     p = proposals[0]
@@ -366,3 +371,27 @@ def test_edits_keywords_and_trailing_commas():
     assert ast.dump(ast.parse(out)) == ast.dump(ast.parse("f(a, b=1, c=2, d=3)\ng(x, y=4)\n"))
     out = Edits(src).remove_keyword(f, "b").apply()
     assert ast.dump(ast.parse(out)) == ast.dump(ast.parse("f(a)\ng(x)\n"))
+
+
+def test_overlap_checks_fork_and_join_around_the_launch_and_refuse_racing_writes():
+    """The checks move into a side-stream block opened before them and joined right after the
+    launch (so the call returns ordered after them); a check on a tensor the launcher or the
+    kernel writes afterwards would race with that write, and is left alone."""
+    task, source = example("cross_entropy")
+    asserted = propose("host-sync", task, source)[-1].source
+    (p,) = propose("overlap-checks", task, asserted)
+    body = p.source.split("def cross_entropy(")[1]
+    fork, check = body.index("check_stream.wait_stream("), body.index("torch._assert_async(")
+    launch, join = body.index("cross_entropy_kernel[("), body.index(".wait_stream(check_stream)")
+    assert fork < body.index("with torch.cuda.stream(check_stream):") < check < launch < join < body.index("return loss")
+    assert "check_stream = torch.cuda.Stream(device=target.device) if target.is_cuda else None" in body
+    ast.parse(p.source)
+    clamped = asserted.replace("    loss = torch.empty(", "    target.clamp_(0, n_cols - 1)\n    loss = torch.empty(")
+    assert propose("overlap-checks", task, clamped) == []
+    assert propose("overlap-checks", task, source) == []  # no device-side check to move
+    # a check that reads the kernel's output (written while the check would run) is not moved
+    reads_output = asserted.replace("    loss = torch.empty(n_rows, dtype=torch.float32, device=logits.device)\n", "")
+    reads_output = reads_output.replace("    torch._assert_async(", "    loss = torch.empty(n_rows, dtype=torch.float32, "
+                                        "device=logits.device)\n    torch._assert_async(loss.isfinite().all())\n"
+                                        "    torch._assert_async(", 1)
+    assert "loss.isfinite" in reads_output and propose("overlap-checks", task, reads_output) == []
