@@ -189,3 +189,29 @@ def test_a_host_sync_costs_more_than_the_launches_that_replace_it():
                                                "logical_not": 1, "_assert_async": 1})
     saved = case_time_us(synced, {}, "", {}, DEV, None) - case_time_us(asserted, {}, "", {}, DEV, None)
     assert 40 <= saved <= 60
+
+
+def test_checks_on_a_side_stream_are_hidden_behind_the_kernel():
+    """`overlap-checks` moves cross_entropy's seven check launches beside its kernel (H200: 21 us
+    in front of an 81 us kernel, run R): the model no longer charges them while the kernel lasts
+    longer, and still does when there is no kernel time to hide them behind."""
+    from kernelbrain.engine.evaluate.messages import CaseLaunches
+    from kernelbrain.engine.mutate import MutationContext, load_mutators
+    from kernelbrain.engine.search.cost_model import case_time_us, side_stream_launches
+    from kernelbrain.engine.task import find_task
+
+    mutators = load_mutators()
+    task = find_task(EXAMPLES / "cross_entropy.py", "cross_entropy_kernel")
+    asserted = list(mutators["host-sync"].propose(MutationContext(task, (EXAMPLES / "cross_entropy.py").read_text())))[-1].source
+    overlapped = next(iter(mutators["overlap-checks"].propose(MutationContext(task, asserted)))).source
+    assert side_stream_launches(asserted) == 0 and side_stream_launches(overlapped) == 7
+    ops = {"max": 1, "min": 1, "lt": 1, "ge": 1, "logical_or": 1, "logical_not": 1, "_assert_async": 1}
+    args = [ArgSpec("x_ptr", "ptr", "bf16", numel=1 << 27, nbytes=1 << 28, shape=[1 << 27])]
+    rec = LaunchRecord("k", (4096,), args, 4, 3)
+    case = CaseLaunches("c", [rec], host_ops=ops)
+    source = "import triton\n@triton.jit\ndef k(x_ptr):\n    tl.load(x_ptr)\n"
+    with_kernel = case_time_us(case, {}, source + asserted, {}, DEV, None) - \
+        case_time_us(case, {}, source + overlapped, {}, DEV, None)
+    assert with_kernel == pytest.approx(7 * DEV.launch_us)
+    alone = CaseLaunches("c", [], host_ops=ops)
+    assert case_time_us(alone, {}, overlapped, {}, DEV, None) == case_time_us(alone, {}, asserted, {}, DEV, None)
