@@ -182,11 +182,9 @@ def read_small_inputs(device="cpu"):
 # --- cross_entropy ------------------------------------------------------------------------------
 
 @triton.jit
-def ce_online_scalar(logits_ptr, target_ptr, loss_ptr, stride_row, n_cols, BLOCK: tl.constexpr):
-    """Online log-sum-exp with a scalar running max: one exp per element (the vector-max form
-    computes two, exp(m - m_new) and exp(x - m_new), per element)."""
-    row = tl.program_id(0)
-    row_ptr = logits_ptr + row.to(tl.int64) * stride_row
+def row_lse(row_ptr, n_cols, BLOCK: tl.constexpr):
+    """Online log-sum-exp of one row with a scalar running max: one exp per element (the
+    vector-max form computes two, exp(m - m_new) and exp(x - m_new), per element)."""
     m = float("-inf")
     s = tl.zeros([BLOCK], tl.float32)
     for start in range(0, n_cols, BLOCK):
@@ -196,7 +194,14 @@ def ce_online_scalar(logits_ptr, target_ptr, loss_ptr, stride_row, n_cols, BLOCK
         m_safe = tl.where(m_new == float("-inf"), 0.0, m_new)  # a chunk of -inf only: no nan
         s = s * tl.exp(m - m_safe) + tl.exp(x - m_safe)
         m = m_new
-    lse = m + tl.log(tl.sum(s, axis=0))
+    return m + tl.log(tl.sum(s, axis=0))
+
+
+@triton.jit
+def ce_online_scalar(logits_ptr, target_ptr, loss_ptr, stride_row, n_cols, BLOCK: tl.constexpr):
+    row = tl.program_id(0)
+    row_ptr = logits_ptr + row.to(tl.int64) * stride_row
+    lse = row_lse(row_ptr, n_cols, BLOCK)
     target = tl.load(target_ptr + row)
     x_t = tl.load(row_ptr + target).to(tl.float32)
     tl.store(loss_ptr + row, lse - x_t)
@@ -264,16 +269,7 @@ def ce_online_scalar_flag(logits_ptr, target_ptr, loss_ptr, ok_ptr, stride_row, 
     range clears the ok flag (and reads no logit through it); the launcher asserts the flag."""
     row = tl.program_id(0)
     row_ptr = logits_ptr + row.to(tl.int64) * stride_row
-    m = float("-inf")
-    s = tl.zeros([BLOCK], tl.float32)
-    for start in range(0, n_cols, BLOCK):
-        cols = start + tl.arange(0, BLOCK)
-        x = tl.load(row_ptr + cols, mask=cols < n_cols, other=float("-inf")).to(tl.float32)
-        m_new = tl.maximum(m, tl.max(x, axis=0))
-        m_safe = tl.where(m_new == float("-inf"), 0.0, m_new)
-        s = s * tl.exp(m - m_safe) + tl.exp(x - m_safe)
-        m = m_new
-    lse = m + tl.log(tl.sum(s, axis=0))
+    lse = row_lse(row_ptr, n_cols, BLOCK)
     target = tl.load(target_ptr + row)
     bad = (target < 0) | (target >= n_cols)
     tl.store(ok_ptr, 0, mask=bad)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import ast
 
 from .base import Mutation, MutationContext, mutator
-from .config_space import ordered, candidates, launch_constants, prior, splits_shared, tied_literals, tile_params
+from .config_space import candidates, launch_constants, ordered, splits_shared, tied_literals, tile_params
 from .edits import Edits
 
 N_CONFIGS = 6

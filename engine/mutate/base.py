@@ -48,6 +48,15 @@ class MutationContext:
         """Launches inside the entry function (the ones a rewrite may touch)."""
         return [lv for lv in self.launches if lv.site.launcher and lv.site.launcher.split(".")[0] == self.task.entry]
 
+    def entry_function(self) -> ast.FunctionDef | None:
+        """The entry (launcher) function, defined at module level."""
+        return next((n for n in self.tree.body if isinstance(n, ast.FunctionDef) and n.name == self.task.entry), None)
+
+    def torch_name(self) -> str | None:
+        """The name `torch` is imported as at module level (a rewrite that adds torch calls needs it)."""
+        return next((a.asname or a.name for n in self.tree.body if isinstance(n, ast.Import)
+                     for a in n.names if a.name == "torch"), None)
+
 
 @dataclass(frozen=True)
 class Mutator:

@@ -54,9 +54,7 @@ def _device_condition(node: ast.expr, text) -> tuple[str, int] | None:
 
 @mutator("host-sync", "launcher checks without host syncs: merged into one `.item()`, or asserted on the GPU")
 def propose(ctx: MutationContext):
-    entry = next((n for n in ctx.tree.body if isinstance(n, ast.FunctionDef) and n.name == ctx.task.entry), None)
-    torch_name = next((a.asname or a.name for n in ctx.tree.body if isinstance(n, ast.Import)
-                       for a in n.names if a.name == "torch"), None)
+    entry, torch_name = ctx.entry_function(), ctx.torch_name()
     if entry is None or torch_name is None:
         return
     checks = []

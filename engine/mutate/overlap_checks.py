@@ -48,9 +48,7 @@ def _writes(stmt: ast.stmt, names: set[str]) -> bool:
 
 @mutator("overlap-checks", "a launcher's device-side checks run on a side CUDA stream, beside the kernel")
 def propose(ctx: MutationContext):
-    entry = next((n for n in ctx.tree.body if isinstance(n, ast.FunctionDef) and n.name == ctx.task.entry), None)
-    torch_name = next((a.asname or a.name for n in ctx.tree.body if isinstance(n, ast.Import)
-                       for a in n.names if a.name == "torch"), None)
+    entry, torch_name = ctx.entry_function(), ctx.torch_name()
     launches = ctx.entry_launches()
     kv = ctx.kernel
     if entry is None or torch_name is None or kv is None or len(launches) != 1:

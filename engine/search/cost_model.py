@@ -24,6 +24,7 @@ Every figure it produces is an estimate and is labelled so (`measured: false`).
 from __future__ import annotations
 
 import ast
+import functools
 import math
 from dataclasses import dataclass
 
@@ -329,9 +330,10 @@ def launch_time_us(rec: LaunchRecord, facts: CompiledFacts | None, shape: Kernel
     if waves > 1:
         # The last, partial wave streams at what its own programs keep in flight, which is often
         # still the full bandwidth: H200 col_sum, 1,024 programs of 136 registers (2.6 waves)
-        # measured fastest of 56 tilings (40.1 us), which rounding up to 3 whole waves estimated 11%
-        # slower than 16x64 tiles (43.7 us). Spearman rho on those 56 tilings 0.39 -> 0.48, rmsnorm's search
-        # variants (run B) 0.74 -> 0.82, the other examples' unchanged (bench/cost_model_fit.py).
+        # measured fastest of 56 tilings (40.1 us), which rounding up to 3 whole waves estimated
+        # 11% slower than 16x64 tiles (43.7 us). Spearman rho on those 56 tilings 0.39 -> 0.48,
+        # rmsnorm's search variants (run B) 0.74 -> 0.82, the other examples' unchanged
+        # (bench/cost_model_fit.py).
         last = waves - math.floor(waves)
         mem_us = dram * (math.floor(waves) / waves) / bw + (dram * (last / waves) / stream_bw(last * resident)
                                                            if last > 1e-9 else 0.0)
@@ -391,6 +393,7 @@ def case_time_us(case: CaseLaunches, facts: dict[int, CompiledFacts | None], sou
     return total
 
 
+@functools.lru_cache(maxsize=512)  # asked once per case of every estimate
 def side_stream_launches(source: str) -> int:
     """Device operations issued inside `with torch.cuda.stream(...)` blocks (what
     `overlap-checks` makes of a launcher's asserts): each call, comparison and arithmetic or
