@@ -215,3 +215,33 @@ def test_checks_on_a_side_stream_are_hidden_behind_the_kernel():
     assert with_kernel == pytest.approx(7 * DEV.launch_us)
     alone = CaseLaunches("c", [], host_ops=ops)
     assert case_time_us(alone, {}, overlapped, {}, DEV, None) == case_time_us(alone, {}, asserted, {}, DEV, None)
+
+
+def test_a_row_loop_wider_than_four_warps_costs_more():
+    """H200 cross_entropy (structure probe, run R): at the same elements a thread, a 16-warp
+    program over a row ran 1.13-1.30x slower than a 4-warp one (102.0 vs 90.6 us, 108.3 vs 83.0);
+    the bytes in flight alone estimate it 1.5x faster."""
+    from kernelbrain.engine.mutate import MutationContext, load_mutators
+    from kernelbrain.engine.task import find_task
+
+    task = find_task(EXAMPLES / "cross_entropy.py", "cross_entropy_kernel")
+    # the block-wise online softmax the probe timed: one pass, a scalar running max
+    source = list(load_mutators()["online-softmax"].propose(
+        MutationContext(task, (EXAMPLES / "cross_entropy.py").read_text())))[1].source
+    rows, cols = 4096, 32768
+
+    def us(block: int, warps: int, dev: DeviceModel = DEV) -> float:
+        args = [ArgSpec("logits_ptr", "ptr", "bf16", numel=rows * cols, nbytes=2 * rows * cols, shape=[rows, cols]),
+                ArgSpec("target_ptr", "ptr", "i64", numel=rows, nbytes=8 * rows, shape=[rows]),
+                ArgSpec("loss_ptr", "ptr", "fp32", numel=rows, nbytes=4 * rows, shape=[rows]),
+                ArgSpec("stride_row", "int", "i32", cols), ArgSpec("n_cols", "int", "i32", cols),
+                ArgSpec("BLOCK_SIZE", "constexpr", value=block)]
+        rec = LaunchRecord("cross_entropy_kernel", (rows,), args, warps, 3)
+        facts = CompiledFacts("cross_entropy_kernel", True, n_regs=32, n_spills=0, shared_bytes=64)
+        shape = kernel_shape(source, "cross_entropy_kernel", {"BLOCK_SIZE": block})
+        assert shape is not None
+        return launch_time_us(rec, facts, shape, tile_names(source, "cross_entropy_kernel"), dev, None)
+
+    assert us(4096, 16) >= us(1024, 4) * 0.98 and us(8192, 16) >= us(2048, 4) * 0.98
+    flat = DeviceModel(wide_program_exponent=0.0)  # the bytes in flight alone: 16 warps far ahead
+    assert us(4096, 16, flat) * 1.3 < us(1024, 4, flat)

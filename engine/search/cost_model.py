@@ -88,6 +88,13 @@ class DeviceModel:
     # ranks the variants of five H200 runs alike (bench/cost_model_fit.py, mean rho 0.81 against
     # 0.78 at 1.2 us; fitted in sample).
     dot_operand_latency_us: float = 0.5
+    # A row-looping program wider than 4 warps streams slower than its bytes in flight say, by
+    # (warps / 4) ** this. H200 cross_entropy (structure probe, run R), the same elements a thread
+    # at 16 warps against 4: 4096 wide 102.0 us vs 1024 wide 90.6, 8192 108.3 vs 2048 83.0
+    # (1.13-1.30x slower), which the model without it estimated 1.5x faster; 0.3 levels them.
+    # Spearman rho on cross_entropy's searches: runs T / S 0.64 / 0.58 -> 0.85 / 0.77, K / H
+    # 0.63 / 0.50 -> 0.79 / 0.60, M 0.17 -> 0.32, O 0.50 -> 0.23 (bench/cost_model_fit.py).
+    wide_program_exponent: float = 0.3
     max_warps_per_sm: int = 64
     max_blocks_per_sm: int = 32
     regs_per_sm: int = 65536
@@ -358,6 +365,8 @@ def launch_time_us(rec: LaunchRecord, facts: CompiledFacts | None, shape: Kernel
         compute_us = flops / (dev.bf16_tflops * 1e6 * dot_efficiency(tiles_cfg, rec.num_warps, rec.num_stages,
                                                                      shape.grouped, dev)) / max(wave_eff, 0.05)
     spill = 1 + min(1.0, (facts.n_spills or 0) / 256) if facts else 1.0
+    if shape.loops and not shape.uses_dot and rec.num_warps > 4:
+        spill *= (rec.num_warps / 4) ** dev.wide_program_exponent
     atomic_us = programs * shape.atomic_calls * dev.atomic_program_ns / 1000
     numel = {a.name: a.numel for a in rec.args if a.kind == "ptr"}
     tile_elements = sum(numel.get(p, 0) * n for p, n in shape.tile_passes.items())
