@@ -395,3 +395,10 @@ def test_overlap_checks_fork_and_join_around_the_launch_and_refuse_racing_writes
                                         "device=logits.device)\n    torch._assert_async(loss.isfinite().all())\n"
                                         "    torch._assert_async(", 1)
     assert "loss.isfinite" in reads_output and propose("overlap-checks", task, reads_output) == []
+    # the stream follows a tensor argument's device, never a scalar one's
+    scalar_first = asserted.replace("def cross_entropy(logits: torch.Tensor, target: torch.Tensor)",
+                                    "def cross_entropy(logits: torch.Tensor, target: torch.Tensor, limit: int = 0)")
+    scalar_first = scalar_first.replace("(target.min() < 0)", "(target.min() < limit)")
+    only_scalar = scalar_first.replace("(target.max() >= n_cols) | (target.min() < limit)", "limit < 0")
+    assert "device=target.device" in propose("overlap-checks", task, scalar_first)[0].source
+    assert propose("overlap-checks", task, only_scalar) == []

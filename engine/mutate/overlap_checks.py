@@ -10,8 +10,8 @@ failing check still stops the program at the next synchronisation. On the CPU (i
 side stream is None and `torch.cuda.stream(None)` changes nothing.
 
 Preconditions: the entry has one launch; the `_assert_async` statements are consecutive
-top-level statements before it; they read at least one of the entry's parameters (its device
-picks the stream); nothing between them and the launch, nor the kernel, writes a tensor they read
+top-level statements before it; they read at least one of the entry's parameters not annotated
+as a Python scalar (its device picks the stream); nothing between them and the launch, nor the kernel, writes a tensor they read
 (in-place methods, item assignment, the kernel's stores and atomics).
 """
 
@@ -61,7 +61,9 @@ def propose(ctx: MutationContext):
         return
     read = {n.id for i in checks for n in ast.walk(body[i]) if isinstance(n, ast.Name)}
     params = [a.arg for a in entry.args.args]
-    device_of = next((p for p in params if p in read), None)
+    scalars = {a.arg for a in entry.args.args if isinstance(a.annotation, ast.Name)
+               and a.annotation.id in ("int", "float", "bool", "str")}  # no `.device` to pick a stream by
+    device_of = next((p for p in params if p in read and p not in scalars), None)
     if device_of is None:
         return
     if any(_writes(s, read) for s in body[checks[-1] + 1: launch_at + 1]):
