@@ -11,8 +11,8 @@ side stream is None and `torch.cuda.stream(None)` changes nothing.
 
 Preconditions: the entry has one launch; the `_assert_async` statements are consecutive
 top-level statements before it; they read at least one of the entry's parameters not annotated
-as a Python scalar (its device picks the stream); nothing between them and the launch, nor the kernel, writes a tensor they read
-(in-place methods, item assignment, the kernel's stores and atomics).
+as a Python scalar (its device picks the stream); nothing between them and the launch, nor the
+kernel, writes a tensor they read (in-place methods, item assignment, stores and atomics).
 """
 
 from __future__ import annotations

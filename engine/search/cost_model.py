@@ -364,16 +364,16 @@ def launch_time_us(rec: LaunchRecord, facts: CompiledFacts | None, shape: Kernel
         tiles_cfg = {a.name: a.value for a in rec.args if a.kind == "constexpr"} | rec.config
         compute_us = flops / (dev.bf16_tflops * 1e6 * dot_efficiency(tiles_cfg, rec.num_warps, rec.num_stages,
                                                                      shape.grouped, dev)) / max(wave_eff, 0.05)
-    spill = 1 + min(1.0, (facts.n_spills or 0) / 256) if facts else 1.0
+    slowdown = 1 + min(1.0, (facts.n_spills or 0) / 256) if facts else 1.0  # register spills
     if shape.loops and not shape.uses_dot and rec.num_warps > 4:
-        spill *= (rec.num_warps / 4) ** dev.wide_program_exponent
+        slowdown *= (rec.num_warps / 4) ** dev.wide_program_exponent
     atomic_us = programs * shape.atomic_calls * dev.atomic_program_ns / 1000
     numel = {a.name: a.numel for a in rec.args if a.kind == "ptr"}
     tile_elements = sum(numel.get(p, 0) * n for p, n in shape.tile_passes.items())
     specials = tile_elements * shape.specials_per_element + programs * tile * shape.specials_per_program
     special_us = specials / (dev.special_tops * 1e6) / max(wave_eff, 0.05)
     tail_us = waves * dev.atomic_tail_us if shape.atomic_calls else 0.0
-    return max(mem_us * spill + tail_us, latency_us, compute_us, atomic_us, special_us) + dev.launch_us
+    return max(mem_us * slowdown + tail_us, latency_us, compute_us, atomic_us, special_us) + dev.launch_us
 
 
 def case_time_us(case: CaseLaunches, facts: dict[int, CompiledFacts | None], source: str, tiles: dict[str, list[str]],
