@@ -10,7 +10,7 @@ from __future__ import annotations
 import ast
 
 from .base import Mutation, MutationContext, mutator
-from .config_space import candidates, launch_constants, ordered, splits_shared, tied_literals, tile_params
+from .config_space import candidates, launch_knobs, ordered, tile_params
 from .edits import Edits
 
 N_CONFIGS = 6
@@ -32,8 +32,9 @@ def propose(ctx: MutationContext):
     if len(launches) != 1 or not tiles:
         return
     lv = launches[0]
-    static = {t: lv.const_int(lv.args.get(t)) for t in tiles}
-    if any(v is None for v in static.values()):
+    lk = launch_knobs(ctx, lv)
+    static = lk.static
+    if len(static) != len(tiles):
         return  # a tile computed from the input (e.g. the whole row) is not a free knob
     uses_dot = kv.uses("dot")
     current = dict(static) | {"num_warps": lv.num_warps() or 4}
@@ -41,12 +42,10 @@ def propose(ctx: MutationContext):
     if pipelined or uses_dot:
         current["num_stages"] = lv.const_int(lv.options.get("num_stages")) or 3
     options = ordered(candidates(ctx, lv, static, uses_dot, pipelined), current, uses_dot)
-    consts = launch_constants(ctx, lv)
-    ties, shared = tied_literals(lv, consts)
-    ties = {t: nodes for t, nodes in ties.items() if t in static}  # the others keep their literals
+    ties = {t: nodes for t, nodes in lk.ties.items() if t in static}  # the others keep their literals
     # A literal that two equal constexprs could stand for cannot become either's META entry: only
     # configs that keep them equal.
-    options = [o for o in options if not splits_shared(shared, consts | {k: v for k, v in o.items() if k in static})]
+    options = [o for o in options if not lk.splits(o)]
     configs = [current] + [dict(static) | o for o in options][: N_CONFIGS - 1]
     if len(configs) < 2:
         return

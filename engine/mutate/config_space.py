@@ -19,6 +19,7 @@ import ast
 import itertools
 import math
 import random
+from dataclasses import dataclass
 
 from .base import Mutation, MutationContext, mutator
 from .edits import Edits
@@ -99,9 +100,27 @@ def tied_literals(lv, tiles: dict[str, int]) -> tuple[dict[str, list[ast.expr]],
     return out, shared
 
 
-def splits_shared(shared: list[frozenset[str]], values: dict[str, int]) -> bool:
-    """Whether `values` give constexprs that share an unowned grid literal different values."""
-    return any(len({values[t] for t in group}) > 1 for group in shared)
+@dataclass(frozen=True)
+class LaunchKnobs:
+    """What one launch fixes that a configuration changes, worked out once per launch: every
+    constexpr it passes as a known integer (`launch_constants`), the tiles among them, and the
+    grid's nodes tied to each with the groups sharing an unowned literal (`tied_literals`)."""
+
+    consts: dict[str, int]
+    static: dict[str, int]
+    ties: dict[str, list[ast.expr]]
+    shared: list[frozenset[str]]
+
+    def splits(self, knobs: dict[str, int]) -> bool:
+        """Whether `knobs` give constexprs that share an unowned grid literal different values."""
+        values = self.consts | {k: v for k, v in knobs.items() if k in self.static}
+        return any(len({values[t] for t in group}) > 1 for group in self.shared)
+
+
+def launch_knobs(ctx: MutationContext, lv) -> LaunchKnobs:
+    consts = launch_constants(ctx, lv)
+    ties, shared = tied_literals(lv, consts)
+    return LaunchKnobs(consts, {t: consts[t] for t in tile_params(ctx) if t in consts}, ties, shared)
 
 
 def _cdiv_dim(grid: ast.expr, literal: ast.Constant) -> str | None:
@@ -111,19 +130,16 @@ def _cdiv_dim(grid: ast.expr, literal: ast.Constant) -> str | None:
     return None
 
 
-def apply_knobs(ctx: MutationContext, lv, knobs: dict[str, int]) -> str | None:
+def apply_knobs(ctx: MutationContext, lv, lk: LaunchKnobs, knobs: dict[str, int]) -> str | None:
     """Source with one launch's tiles / num_warps / num_stages set (what the grid ties to a tile
     follows it); None when the knobs would split constexprs that share a grid literal."""
-    edits = Edits(ctx.source)
-    consts = launch_constants(ctx, lv)
-    static = {t: consts[t] for t in tile_params(ctx) if t in consts}
-    ties, shared = tied_literals(lv, consts)
-    if splits_shared(shared, consts | {k: v for k, v in knobs.items() if k in static}):
+    if lk.splits(knobs):
         return None
+    edits = Edits(ctx.source)
     for name, value in knobs.items():
-        if name in static:
+        if name in lk.static:
             edits.replace(lv.args[name], str(value))  # the literal, or the name of a launcher constant
-            for node in ties.get(name, []):
+            for node in lk.ties.get(name, []):
                 edits.replace(node, str(value))
         elif name in ("num_warps", "num_stages"):
             edits.add_keyword(lv.call, name, str(value))
@@ -222,7 +238,8 @@ def propose(ctx: MutationContext):
     pipelined = bool(kv.pipelined_loops())
     rng = random.Random(ctx.seed)
     for lv in ctx.entry_launches():
-        static = {t: v for t in tile_params(ctx) if (v := lv.const_int(lv.args.get(t))) is not None}
+        lk = launch_knobs(ctx, lv)
+        static = lk.static
         options = candidates(ctx, lv, static, uses_dot, pipelined)
         rng.shuffle(options)  # ties broken by the seed, deterministically
         current = dict(static) | {"num_warps": lv.num_warps() or 4,
@@ -230,7 +247,7 @@ def propose(ctx: MutationContext):
         options = ordered(options, current, uses_dot)
         made = 0
         for knobs in options:
-            source = apply_knobs(ctx, lv, knobs)
+            source = apply_knobs(ctx, lv, lk, knobs)
             if source is None:
                 continue
             yield Mutation(source, "config", f"launch with {_describe(knobs)}", knobs)
