@@ -12,6 +12,7 @@ Usage (CPU check of the kernels, interpreter): TRITON_INTERPRET=1 python3 bench/
 import argparse
 import itertools
 import json
+import re
 import sys
 import time
 
@@ -208,6 +209,59 @@ def ce_online_scalar(logits_ptr, target_ptr, loss_ptr, stride_row, n_cols, BLOCK
 
 
 @triton.jit
+def ce_online_scalar_sum(logits_ptr, target_ptr, loss_ptr, stride_row, n_cols, BLOCK: tl.constexpr):
+    """Scalar running max and a scalar running sum (each chunk reduced at once): no vector
+    accumulator, so fewer registers a thread and more programs an SM."""
+    row = tl.program_id(0)
+    row_ptr = logits_ptr + row.to(tl.int64) * stride_row
+    m = float("-inf")
+    s = 0.0
+    for start in range(0, n_cols, BLOCK):
+        cols = start + tl.arange(0, BLOCK)
+        x = tl.load(row_ptr + cols, mask=cols < n_cols, other=float("-inf")).to(tl.float32)
+        m_new = tl.maximum(m, tl.max(x, axis=0))
+        m_safe = tl.where(m_new == float("-inf"), 0.0, m_new)
+        s = s * tl.exp(m - m_safe) + tl.sum(tl.exp(x - m_safe), axis=0)
+        m = m_new
+    target = tl.load(target_ptr + row)
+    x_t = tl.load(row_ptr + target).to(tl.float32)
+    tl.store(loss_ptr + row, m + tl.log(s) - x_t)
+
+
+@triton.jit
+def ce_rows(logits_ptr, target_ptr, loss_ptr, n_rows, stride_row, n_cols, ROWS: tl.constexpr, BLOCK: tl.constexpr):
+    """ROWS rows a program, each chunk a [ROWS, BLOCK] tile reduced along its rows: with few
+    columns a warp, a row's reduction stays inside its warp (no barrier between warps)."""
+    rows = tl.program_id(0) * ROWS + tl.arange(0, ROWS)
+    row_ok = rows < n_rows
+    base = logits_ptr + rows.to(tl.int64)[:, None] * stride_row
+    m = tl.full([ROWS], float("-inf"), tl.float32)
+    s = tl.zeros([ROWS, BLOCK], tl.float32)
+    for start in range(0, n_cols, BLOCK):
+        cols = start + tl.arange(0, BLOCK)
+        x = tl.load(base + cols[None, :], mask=row_ok[:, None] & (cols[None, :] < n_cols),
+                    other=float("-inf")).to(tl.float32)
+        m_new = tl.maximum(m, tl.max(x, axis=1))
+        m_safe = tl.where(m_new == float("-inf"), 0.0, m_new)
+        s = s * tl.exp(m - m_safe)[:, None] + tl.exp(x - m_safe[:, None])
+        m = m_new
+    lse = m + tl.log(tl.sum(s, axis=1))
+    target = tl.load(target_ptr + rows, mask=row_ok, other=0)
+    x_t = tl.load(logits_ptr + rows.to(tl.int64) * stride_row + target, mask=row_ok, other=0.0).to(tl.float32)
+    tl.store(loss_ptr + rows, lse - x_t, mask=row_ok)
+
+
+def ce_rows_launch(rows, block, warps):
+    def run(logits, target):
+        n_rows, n_cols = logits.shape
+        loss = torch.empty(n_rows, dtype=torch.float32, device=logits.device)
+        ce_rows[(triton.cdiv(n_rows, rows),)](logits, target, loss, n_rows, logits.stride(0), n_cols, ROWS=rows,
+                                              BLOCK=block, num_warps=warps)
+        return loss
+    return run
+
+
+@triton.jit
 def ce_online_vector(logits_ptr, target_ptr, loss_ptr, stride_row, n_cols, BLOCK: tl.constexpr):
     """The search's best so far (online-softmax mutator): a running max per element."""
     row = tl.program_id(0)
@@ -294,9 +348,25 @@ def _assert_aminmax(t, n):
     torch._assert_async((lo >= 0) & (hi < n))
 
 
+def _assert_max_min(t, n):
+    torch._assert_async(~((t.max() >= n) | (t.min() < 0)))
+
+
+def _assert_side_stream(t, n):
+    """The overlap-checks rewrite: the check on a side stream, joined after the launch (below)."""
+    if not t.is_cuda:
+        return _assert_max_min(t, n)
+    stream = torch.cuda.Stream(device=t.device)
+    stream.wait_stream(torch.cuda.current_stream(t.device))
+    with torch.cuda.stream(stream):
+        _assert_max_min(t, n)
+    return stream
+
+
 CHECKS = {
     "no check": None,
-    "assert max/min (search best)": lambda t, n: torch._assert_async(~((t.max() >= n) | (t.min() < 0))),
+    "assert on a side stream": _assert_side_stream,
+    "assert max/min (search best)": _assert_max_min,
     "assert aminmax": lambda t, n: _assert_aminmax(t, n),
     "assert clamp-eq": lambda t, n: torch._assert_async(torch.eq(t.clamp(0, n - 1), t).all()),
 }
@@ -307,11 +377,12 @@ def ce_launch(kernel, block, warps, stages, check="assert max/min (search best)"
 
     def run(logits, target):
         n_rows, n_cols = logits.shape
-        if chk is not None:
-            chk(target, n_cols)
+        side = chk(target, n_cols) if chk is not None else None
         loss = torch.empty(n_rows, dtype=torch.float32, device=logits.device)
         kernel[(n_rows,)](logits, target, loss, logits.stride(0), n_cols, BLOCK=block, num_warps=warps,
                           num_stages=stages)
+        if isinstance(side, torch.cuda.Stream):
+            torch.cuda.current_stream(logits.device).wait_stream(side)
         return loss
     return run
 
@@ -347,6 +418,21 @@ def ce_variants(quick):
         if block // (32 * warps) < 2:
             continue
         v[f"scalar-max online {block} w{warps} s{stages}, no check"] = ce_launch(ce_online_scalar, block, warps, stages, "no check")
+    # one or two warps a program: a row's reduction needs no barrier between warps (run T's best
+    # was 2048 wide at 2 warps, which the sweep above never tried)
+    for block, warps in ([(1024, 1)] if quick else [(512, 1), (1024, 1), (2048, 1), (4096, 1), (1024, 2), (2048, 2),
+                                                     (4096, 2), (8192, 2)]):
+        v[f"scalar-max online {block} w{warps} s1, no check"] = ce_launch(ce_online_scalar, block, warps, 1, "no check")
+        v[f"scalar-sum online {block} w{warps}, no check"] = ce_launch(ce_online_scalar_sum, block, warps, 1, "no check")
+        v[f"scalar-max online {block} w{warps} s1 + assert on a side stream"] = ce_launch(
+            ce_online_scalar, block, warps, 1, "assert on a side stream")
+    for block, warps in [(4096, 4), (2048, 4)]:
+        v[f"scalar-sum online {block} w{warps}, no check"] = ce_launch(ce_online_scalar_sum, block, warps, 1, "no check")
+        v[f"scalar-max online {block} w{warps} s1 + assert on a side stream"] = ce_launch(
+            ce_online_scalar, block, warps, 1, "assert on a side stream")
+    for rows, block, warps in ([(2, 512, 1)] if quick else [(2, 512, 1), (4, 256, 1), (4, 256, 4), (8, 256, 4),
+                                                            (8, 256, 2), (4, 512, 2)]):
+        v[f"rows{rows} {block} w{warps}, no check"] = ce_rows_launch(rows, block, warps)
     for splits, block, warps in ([(4, 2048, 8)] if quick else [(2, 2048, 8), (4, 2048, 8), (8, 2048, 8), (4, 4096, 8), (8, 1024, 4)]):
         v[f"split{splits} scalar-max {block} w{warps}, no check"] = ce_split_launch(splits, block, warps, 2)
     return v
@@ -426,6 +512,59 @@ def bytes_moved(args, out):
     return sum(a.numel() * a.element_size() for a in args) + out.numel() * out.element_size()
 
 
+BASELINES = ("first-draft", "cuBLAS a @ b", "torch.sum(dim=0)", "torch.compile(reference)")
+
+
+def matched(variants, pattern):
+    if not pattern:
+        return variants
+    return {k: v for k, v in variants.items() if k in BASELINES or re.search(pattern, k)}
+
+
+def run_once(opts):
+    """One call of each matched variant on the first case, nothing else (what ncu profiles)."""
+    for op in opts.ops.split(","):
+        variants_of, _, inputs_of = OPS[op][:3]
+        args = inputs_of("cuda")[0]
+        for name, fn in matched(variants_of(False), opts.match).items():
+            if name in BASELINES:
+                continue
+            fn(*args)
+            torch.cuda.synchronize()
+            print(f"ran {name}", flush=True)
+
+
+def ncu_variants(op, names, opts):
+    """Speed of light, occupancy, registers and top stalls of each variant's kernel (in the order
+    the variants ran), from the engine's own Nsight Compute metric list."""
+    import subprocess
+    from kernelbrain.engine.profile.ncu import BASE_METRICS, STALL_METRIC, STALLS, find_ncu, parse_csv
+    ncu = find_ncu()
+    if ncu is None:
+        print("ncu: not installed", flush=True)
+        return []
+    metrics = list(BASE_METRICS) + [STALL_METRIC.format(r) for r in STALLS]
+    cmd = [ncu, "--clock-control", "none", "--kernel-name", f"regex:{opts.ncu}", "--csv", "--page", "raw",
+           "--metrics", ",".join(metrics), sys.executable, __file__, "--once", "--ops", op]
+    if opts.match:
+        cmd += ["--match", opts.match]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=400)
+    kernels = parse_csv(proc.stdout)
+    ran = [line[4:] for line in proc.stdout.splitlines() if line.startswith("ran ")]
+    if len(kernels) != len(ran):
+        print(f"ncu: {len(kernels)} kernels for {len(ran)} variants (exit {proc.returncode}): "
+              f"{(proc.stderr or proc.stdout)[-600:]}", flush=True)
+    out = []
+    for name, k in zip(ran, kernels):
+        row = {"variant": name, "kernel": k.name, "duration_us": k.duration_us, "dram_pct": k.dram_pct,
+               "compute_sol_pct": k.compute_sol_pct, "occupancy_pct": k.achieved_occupancy_pct,
+               "registers": k.registers, "local_loads": k.local_loads, "top_stalls": k.top_stalls}
+        out.append(row)
+        print(f"ncu {name:55s} {k.duration_us:7.1f} us dram {k.dram_pct}% sm {k.compute_sol_pct}% "
+              f"occ {k.achieved_occupancy_pct}% regs {k.registers} stalls {k.top_stalls}", flush=True)
+    return out
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--ops", default="col_sum,cross_entropy,matmul")
@@ -436,7 +575,14 @@ def main():
                     help="engine: the search's own timing (flush, hold, CUDA graphs under 0.1 ms), comparable "
                          "with its records")
     ap.add_argument("--inductor", default=None, help="write torch.compile's generated code for each op here")
+    ap.add_argument("--match", default=None, help="only variants whose name matches this regex (and the baselines)")
+    ap.add_argument("--ncu", default=None, metavar="KERNEL_REGEX",
+                    help="after timing, profile each matched variant once on the first case under Nsight Compute "
+                         "(kernels whose name matches KERNEL_REGEX)")
+    ap.add_argument("--once", action="store_true", help=argparse.SUPPRESS)  # the process ncu profiles
     opts = ap.parse_args()
+    if opts.once:
+        return run_once(opts)
     if opts.timer == "engine":
         from kernelbrain.engine.evaluate.timing import measure
 
@@ -457,7 +603,7 @@ def main():
     for op in opts.ops.split(","):
         variants_of, ref, inputs_of, small_of, atol, rtol = OPS[op]
         cases = small_of("cpu") if opts.cpu else inputs_of("cuda")
-        variants = variants_of(opts.cpu)
+        variants = matched(variants_of(opts.cpu), opts.match)
         if opts.inductor and not opts.cpu:
             import os
             from torch._inductor.utils import run_and_get_code
@@ -489,7 +635,7 @@ def main():
             print(f"{op:14s} {name:55s} {'ok' if row['ok'] else 'FAIL ' + row.get('error', '')} {row['ms']}", flush=True)
         if not opts.cpu:
             timed = sorted((r for r in rows if r["ok"] and r["ms"]), key=lambda r: r["ms"][0])
-            keep = timed[:opts.top] + [r for r in timed if r["name"] in ("first-draft", "cuBLAS a @ b", "torch.sum(dim=0)", "torch.compile(reference)")]
+            keep = timed[:opts.top] + [r for r in timed if r["name"] in BASELINES]
             for r in keep:
                 if len(r["ms"]) > 1:
                     continue
@@ -509,6 +655,8 @@ def main():
             for r in timed[:12]:
                 print(f"   {r['name']:55s} {[round(x * 1e3, 1) for x in r['ms']]} us  rate {[round(x, 3) for x in r.get('rate', [])]}", flush=True)
         record["ops"][op] = rows
+        if opts.ncu and not opts.cpu:
+            record.setdefault("ncu", {})[op] = ncu_variants(op, list(variants), opts)
     if opts.out:
         with open(opts.out, "w") as f:
             json.dump(record, f, indent=1)
