@@ -75,7 +75,7 @@ def torch_baselines(op: str, rep_ms: float = 200.0) -> dict:
     return out
 
 
-def summarize(op: str, result, ceilings, torch_times: dict) -> dict:
+def summarize(op: str, result, ceilings, torch_times: dict, quick: list[dict]) -> dict:
     best = next((v for v in result.variants if v.id == result.best), None)
     row = {"op": op, "best": result.best, "time_to_best_s": result.time_to_best_s, "stopped": result.stopped,
            "spent": msgspec.to_builtins(result.budget.spent), "candidates": msgspec.to_builtins(result.candidates),
@@ -100,6 +100,9 @@ def summarize(op: str, result, ceilings, torch_times: dict) -> dict:
                         "source": v.source} for v in result.variants]
     row["spearman"] = spearman([p[0] for p in pairs], [p[1] for p in pairs]) if len(pairs) >= 3 else None
     row["n_rank_pairs"] = len(pairs)
+    row["quick_candidates"] = quick
+    row["quick_spearman"] = (spearman([q["estimated"] for q in quick], [q["quick"] for q in quick])
+                             if len(quick) >= 3 else None)
     if best:
         row["best_origin"], row["best_speedup"], row["best_diff"] = best.origin, best.speedup, best.diff
     return row
@@ -119,7 +122,13 @@ def search(op: str, budget_s: float, pool, dev, **kw):
     result.notes.extend(f"rejected {cid} at {rung}: {o['reason']}: {(o['message'] or '')[:400]}"
                         for cid, rungs in s.store.outcomes(s.key, s.device).items() for rung, o in rungs.items()
                         if not o["passed"] and o["reason"] not in UNVERIFIED)
-    return result
+    # Every candidate timed on the GPU at the quick rung, next to its estimate: a wider and larger
+    # sample of the cost model than the few verified survivors (run S's rmsnorm: seven variants
+    # within 1.07-1.19x, where rank order is noise).
+    quick = [{"id": n.id, "origin": n.origin, "estimated": est, "quick": n.quick}
+             for n in s.nodes.values()
+             if n.parent is not None and n.quick is not None and (est := s._estimated_speedup(n))]
+    return result, quick
 
 
 COMMON_RUNGS = ("baseline", "baseline-timing", "final")  # paid alike by the ladder and full fidelity
@@ -156,10 +165,10 @@ def main() -> int:
         for op in [o for o in args.ops.split(",") if o]:
             t0 = time.time()
             try:
-                result = search(op, args.budget, pool, dev, max_candidates=args.max_candidates,
-                                compile_workers=args.compile_workers)
+                result, quick = search(op, args.budget, pool, dev, max_candidates=args.max_candidates,
+                                   compile_workers=args.compile_workers)
                 torch_times = torch_baselines(op)
-                row = summarize(op, result, ce, torch_times)
+                row = summarize(op, result, ce, torch_times, quick)
             except Exception:
                 row = {"op": op, "error": traceback.format_exc()[-3000:]}
                 print(row["error"], flush=True)
@@ -168,7 +177,8 @@ def main() -> int:
             if "cases" in row:
                 print(f"== {op}: best {row.get('best_speedup', 1):.3f}x ({row.get('best_origin', '-')}) "
                       f"time-to-best {row['time_to_best_s']}s, gpu {row['spent']['gpu_s']:.0f}s, "
-                      f"stopped {row['stopped']}, spearman {row['spearman']} (n={row['n_rank_pairs']}) "
+                      f"stopped {row['stopped']}, spearman {row['spearman']} (n={row['n_rank_pairs']}), quick-rung "
+                      f"spearman {row['quick_spearman']} (n={len(row['quick_candidates'])}) "
                       f"[{time.time() - t0:.0f}s]", flush=True)
                 for c in row["cases"]:
                     extra = f" {c['tflops']:.0f} TFLOP/s, {c['frac_cublas']:.2f}x cuBLAS" if c.get("tflops") else ""
@@ -179,11 +189,11 @@ def main() -> int:
             # Each mode gets fresh workers over an empty Triton cache: otherwise the second search
             # would load the first one's cubins for every candidate they share.
             with fresh_cache_pool("ladder") as p:
-                ladder = search(op, 600, p, dev, max_candidates=args.full_candidates,
-                                compile_workers=args.compile_workers)
+                ladder, _ = search(op, 600, p, dev, max_candidates=args.full_candidates,
+                                   compile_workers=args.compile_workers)
             with fresh_cache_pool("full") as p:
-                full = search(op, 600, p, dev, max_candidates=args.full_candidates, exhaustive=True,
-                              compile_workers=args.compile_workers)
+                full, _ = search(op, 600, p, dev, max_candidates=args.full_candidates, exhaustive=True,
+                                 compile_workers=args.compile_workers)
             rec = {"op": op, "ladder_gpu_s": ladder.budget.spent.gpu_s, "full_gpu_s": full.budget.spent.gpu_s,
                    # what both modes pay alike (the original's harness and timing, the final A/B) left out
                    "ladder_candidates_gpu_s": candidates_gpu_s(ladder), "full_candidates_gpu_s": candidates_gpu_s(full),

@@ -227,8 +227,17 @@ def test_online_softmax_block_wise_form_is_verified_and_needs_a_whole_row_maximu
     loop = block.source.split("for start in range(0, n_cols, BLOCK_SIZE):")[1].split("lse =")[0]
     assert loop.count("tl.exp(") == 2 and "tl.max(x, axis=0)" in loop and "tl.maximum(m, x)" not in loop
     assert "m = tl.full" not in block.source  # the lane-wise maximum is gone, not left dead
+    # the sum is only reduced whole after the loop: one scalar too, each block adding its own sum
+    assert "s = 0.0" in block.source and "tl.sum(tl.exp(x - row_max_safe), axis=0)" in loop
+    assert "lse = row_max + tl.log(s)" in block.source
     report = verify(pool, task, block.source, "cpu")
     assert report.accepted, f"{report.stage}/{report.reason}: {report.message}"
+    # the sum read lane by lane after the loop: it stays a block-wide accumulator
+    reads_s_lanes = source.replace("    tl.store(loss_ptr + row, lse - x_t)",
+                                   "    tl.store(loss_ptr + row, lse - x_t + tl.max(s, axis=0) * 0)")
+    vector = propose("online-softmax", task, reads_s_lanes)[1]
+    assert "s = tl.zeros([BLOCK_SIZE], tl.float32)" in vector.source and "tl.log(tl.sum(s, axis=0))" in vector.source
+    assert "+ tl.exp(x - row_max_safe)" in vector.source
     # the lane maximum read again after the loops: only the lane-wise form keeps it right
     reads_m_later = source.replace("    tl.store(loss_ptr + row, lse - x_t)",
                                    "    tl.store(loss_ptr + row, lse - x_t + tl.sum(m, axis=0) * 0)")
