@@ -145,6 +145,37 @@ def test_final_ab_covers_the_best_and_its_closest_rivals(pool, tmp_path):
     assert [n.id for n in search._final_contenders()] == ["best", "a", "b"]
 
 
+def test_speedups_from_separate_ab_runs_are_taken_against_one_reference(pool, tmp_path):
+    """An original that syncs with the host times differently in each A/B (H200 cross_entropy:
+    187-260 us): the candidates are ranked by their own times, against the original's reference
+    timing from before the search, and each A/B's verdict stands."""
+    from kernelbrain.engine.evaluate.messages import CaseTiming, TimingResult
+
+    ws = workspace(tmp_path)
+    search = Search(find_task(ws / "ops" / "softmax.py", "softmax_kernel"), device="cuda:0",
+                    budget=Budget(wall_s=60), store=Store(ws), pool=pool)
+    search.labels, search.baseline_us = ["big", "small"], [187.0, 50.0]
+
+    def ab(base_ms, cand_ms, verdict="faster"):
+        cases = [CaseTiming(label, b, c, b / c, b / c * 0.9, b / c * 1.1, 0.0, 0.01, "faster", 100, False)
+                 for label, b, c in zip(search.labels, base_ms, cand_ms)]
+        return TimingResult(cases, (base_ms[0] / cand_ms[0] * base_ms[1] / cand_ms[1]) ** 0.5, verdict)
+
+    slower = ab([0.260, 0.050], [0.095, 0.025])  # timed beside a slow run of the original
+    faster = ab([0.200, 0.050], [0.090, 0.025], "mixed")
+    assert slower.speedup > faster.speedup  # the raw speedups rank them the wrong way round
+    r_slower, r_faster = search._rebased(slower), search._rebased(faster)
+    assert r_faster.speedup > r_slower.speedup
+    assert r_faster.speedup == pytest.approx((187 / 90 * 50 / 25) ** 0.5)
+    big = r_faster.cases[0]
+    assert (big.baseline_ms, big.candidate_ms, big.verdict) == (pytest.approx(0.187), 0.090, "faster")
+    assert (big.ci_low, big.ci_high) == (pytest.approx(187 / 90 * 0.9), pytest.approx(187 / 90 * 1.1))
+    assert r_faster.verdict == "mixed"
+    # a case the reference does not know (a timing from another set of cases) is left as it was
+    other = TimingResult([CaseTiming("other", 0.2, 0.1, 2.0, 1.9, 2.1, 0.0, 0.01, "faster", 10, False)], 2.0, "faster")
+    assert search._rebased(other) is other
+
+
 def test_final_ab_keeps_the_simpler_of_variants_tied_within_noise(pool, tmp_path):
     """Two variants whose final speedups differ by less than their noise floor are a tie; the
     simpler diff stands (H200 rmsnorm: a dispatch at 1.1661x, an ingredient at 1.1654x). A gap

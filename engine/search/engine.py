@@ -388,6 +388,24 @@ class Search:
             return None
         return res
 
+    def _rebased(self, t: m.TimingResult) -> m.TimingResult:
+        """`t` with its speedups taken against the original's reference times (timed once, before
+        the search) instead of the original's runs inside that A/B; the verdicts stay the A/B's.
+        Why: speedups from separate A/Bs rank candidates only if the original times alike in
+        each, and one that syncs with the host does not. H200 cross_entropy (run V): its first
+        case timed 187-260 us from run to run; a variant read 3.63x in its own A/B and 2.28x in
+        the final one, and a rival at 3.01x was never re-timed. A candidate's own time is what
+        the A/Bs agree on."""
+        ref = dict(zip(self.labels, self.baseline_us))
+        cases = []
+        for c in t.cases:
+            if c.label not in ref or c.baseline_ms <= 0 or c.candidate_ms <= 0:
+                return t
+            k = ref[c.label] / 1000 / c.baseline_ms
+            cases.append(msgspec.structs.replace(c, baseline_ms=ref[c.label] / 1000, speedup=c.speedup * k,
+                                                 ci_low=c.ci_low * k, ci_high=c.ci_high * k))
+        return msgspec.structs.replace(t, cases=cases, speedup=geomean([c.speedup for c in cases]))
+
     def _time_ab(self, node: Node, rep_ms: float, cases: list[int] | None, noise: bool) -> m.TimingResult | None:
         req = m.TimeAB(self.task, node.source, node.id, rep_ms=rep_ms, noise_check=noise, seed=self.seed, cases=cases)
         try:
@@ -398,7 +416,7 @@ class Search:
         if isinstance(answer, m.WorkerError):
             self._end(node, "rejected", "timing", answer.reason, answer.message)
             return None
-        return answer
+        return self._rebased(answer)
 
     def _time_together(self, nodes: list[Node], rep_ms: float) -> list[m.TimingResult | None]:
         """Every node against the original in one interleaved A/B (shared baseline runs and noise
@@ -412,7 +430,7 @@ class Search:
             except WorkerDied:
                 answer = None
             if isinstance(answer, m.TimingResults) and len(answer.results) == len(nodes):
-                return list(answer.results)
+                return [self._rebased(t) for t in answer.results]
         return [self._time_ab(n, rep_ms, None, True) for n in nodes]
 
     # -- baseline -----------------------------------------------------------------------------
@@ -472,7 +490,7 @@ class Search:
             if final and final["passed"]:
                 details = final["details"]
                 if "timing" in details and details["timing"]:
-                    node.timing = msgspec.convert(details["timing"], m.TimingResult)
+                    node.timing = self._rebased(msgspec.convert(details["timing"], m.TimingResult))
                 if "estimate_us" in details:
                     node.estimate_us = details["estimate_us"]
                 node.outcome = "verified"
