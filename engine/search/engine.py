@@ -393,7 +393,7 @@ class Search:
         the search) instead of the original's runs inside that A/B; the verdicts stay the A/B's.
         Why: speedups from separate A/Bs rank candidates only if the original times alike in
         each, and one that syncs with the host does not. H200 cross_entropy (run V): its first
-        case timed 187-260 us from run to run; a variant read 3.63x in its own A/B and 2.28x in
+        case timed 187-239 us from run to run; a variant read 3.62x in its own A/B and 2.28x in
         the final one, and a rival at 3.01x was never re-timed. A candidate's own time is what
         the A/Bs agree on."""
         ref = dict(zip(self.labels, self.baseline_us))
