@@ -5,6 +5,7 @@ Spearman rho >= 0.7 between estimate and measurement), and fit the model's devic
         [--grid "memory_latency_us=0.8,1.6;host_sync_us=15,30"] [--out fit.json]
     python bench/cost_model_fit.py SEARCH_JSON... --retest    # run-to-run rho of the measurements
     python bench/cost_model_fit.py LADDER_VS_FULL_JSON... --ladder-vs-full [--ops ...]
+    python bench/cost_model_fit.py SEARCH_JSON... --quick    # every quick-timed candidate
 
 SEARCH_JSON is what `bench/gpu_search.py` wrote on the GPU machine: every verified variant with
 its source and measured speedup. Each source is dry-run and AOT-compiled here (no GPU needed) once;
@@ -106,6 +107,15 @@ def ladder_vs_full_entries(run: Path, pool: WorkerPool) -> list[dict]:
     return entries
 
 
+def quick_entry(entry: dict) -> dict:
+    """A search entry whose variants are every candidate it quick-timed on the GPU (a few
+    repetitions each, speedups against the original's reference timing): more of them, and more
+    varied, than the verified few."""
+    variants = [{"id": q["id"], "origin": q["origin"], "measured": q["quick"], "per_case": [], "source": q["source"]}
+                for q in entry.get("quick_candidates", []) if q.get("source")]
+    return entry | {"variants": variants}
+
+
 def parse_grid(text: str) -> list[dict]:
     axes = [(k.strip(), [float(x) for x in v.split(",")]) for k, v in
             (part.split("=") for part in text.split(";") if part.strip())]
@@ -140,6 +150,9 @@ def main() -> int:
     ap.add_argument("--retest", action="store_true", help="only compare the runs' measurements with each other")
     ap.add_argument("--ladder-vs-full", action="store_true",
                     help="the runs are ladder-vs-full records: use their full-fidelity variants")
+    ap.add_argument("--quick", action="store_true",
+                    help="use every candidate the search quick-timed (runs from 2026-11-30 W on keep their "
+                         "sources) instead of the verified variants")
     args = ap.parse_args()
     cache = pickle.loads(args.cache.read_bytes()) if args.cache and args.cache.exists() else {}
     wanted = {o for o in args.ops.split(",") if o}
@@ -150,6 +163,8 @@ def main() -> int:
     with WorkerPool() as pool:
         entries = [e for run in args.runs
                    for e in (ladder_vs_full_entries(run, pool) if args.ladder_vs_full else json.loads(run.read_text()))]
+        if args.quick:
+            entries = [quick_entry(e) for e in entries]
         examples = [Example(e["op"], e, pool, args.workers, cache) for e in entries
                     if e.get("op") and e.get("variants") and (not wanted or e["op"] in wanted)]
         report = []
