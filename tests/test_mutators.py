@@ -238,6 +238,9 @@ def test_online_softmax_block_wise_form_is_verified_and_needs_a_whole_row_maximu
     vector = propose("online-softmax", task, reads_s_lanes)[1]
     assert "s = tl.zeros([BLOCK_SIZE], tl.float32)" in vector.source and "tl.log(tl.sum(s, axis=0))" in vector.source
     assert "+ tl.exp(x - row_max_safe)" in vector.source
+    # a float64 sum would become a float32 scalar: it stays as it is
+    f64 = source.replace("s = tl.zeros([BLOCK_SIZE], tl.float32)", "s = tl.zeros([BLOCK_SIZE], tl.float64)")
+    assert "s = tl.zeros([BLOCK_SIZE], tl.float64)" in propose("online-softmax", task, f64)[1].source
     # the lane maximum read again after the loops: only the lane-wise form keeps it right
     reads_m_later = source.replace("    tl.store(loss_ptr + row, lse - x_t)",
                                    "    tl.store(loss_ptr + row, lse - x_t + tl.sum(m, axis=0) * 0)")

@@ -183,11 +183,15 @@ def _is_whole_sum(node: ast.AST, d: str) -> bool:
 
 def _scalar_sum(head: list[ast.stmt], tail: list[ast.stmt], d: str) -> tuple[list[ast.stmt], list[ast.stmt]] | None:
     """(head, tail) with the sum `d` one scalar: its `tl.zeros([n], ...)` start becomes 0.0 and each
-    `tl.sum(d, axis=0)` after the loops becomes `d`; None where `d` starts otherwise or is read
-    after the loops in any other way."""
+    `tl.sum(d, axis=0)` after the loops becomes `d`; None where `d` starts otherwise (a float32
+    zero block: the literal 0.0 is a float32 in Triton) or is read after the loops in any other way."""
     starts = [s for s in head if isinstance(s, ast.Assign) and any(isinstance(t, ast.Name) and t.id == d
                                                                    for t in s.targets)]
     if len(starts) != 1 or not (isinstance(starts[0].value, ast.Call) and ast.unparse(starts[0].value.func) == "tl.zeros"):
+        return None
+    call = starts[0].value
+    dtype = [ast.unparse(a) for a in call.args[1:2]] + [ast.unparse(k.value) for k in call.keywords if k.arg == "dtype"]
+    if dtype not in (["tl.float32"], ["triton.language.float32"]):
         return None
     sums = sum(1 for s in tail for n in ast.walk(s) if _is_whole_sum(n, d))
     reads = sum(1 for s in tail for n in ast.walk(s) if isinstance(n, ast.Name) and n.id == d)

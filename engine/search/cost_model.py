@@ -43,7 +43,7 @@ class DeviceModel:
     l2_bytes: int = 50 * 1024 * 1024
     l2_reread_cost: float = 0.1  # of a DRAM read
     # Fitted with bench/cost_model_fit.py. First on the variants of a 5-example H200 run
-    # (2026-11-30, run A): 1.2 us and a re-read from L2 at a tenth of a DRAM read ranked them
+    # (early on 2026-11-30): 1.2 us and a re-read from L2 at a tenth of a DRAM read ranked them
     # best (mean rho 0.47 against 0.39 for 0.8 us and all-or-nothing L2 reuse). Refitted on the
     # 23 searches recorded since (runs B-X, this model): 0.9 us, mean rho 0.68 -> 0.70; rmsnorm
     # 0.51 -> 0.67 (S) and 0.20 -> 0.40 (W), over W's 58 quick-timed rmsnorm candidates 0.69 ->

@@ -392,10 +392,10 @@ class Search:
         """`t` with its speedups taken against the original's reference times (timed once, before
         the search) instead of the original's runs inside that A/B; the verdicts stay the A/B's.
         Why: speedups from separate A/Bs rank candidates only if the original times alike in
-        each, and one that syncs with the host does not. H200 cross_entropy (run V): its first
-        case timed 187-239 us from run to run; a variant read 3.62x in its own A/B and 2.28x in
-        the final one, and a rival at 3.01x was never re-timed. A candidate's own time is what
-        the A/Bs agree on."""
+        each, and one that syncs with the host does not. H200 cross_entropy (runs U to X): its
+        first case timed 187-239 us from run to run; in run V a variant read 3.62x in its own A/B
+        and 2.28x in the final one, and a rival at 3.01x was never re-timed. A candidate's own
+        time is what the A/Bs agree on."""
         ref = dict(zip(self.labels, self.baseline_us))
         cases = []
         for c in t.cases:
