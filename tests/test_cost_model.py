@@ -225,7 +225,7 @@ def test_a_row_loop_wider_than_four_warps_costs_more():
     from kernelbrain.engine.task import find_task
 
     task = find_task(EXAMPLES / "cross_entropy.py", "cross_entropy_kernel")
-    # the block-wise online softmax the probe timed: one pass, a scalar running max
+    # the block-wise online softmax: one pass, a scalar running max and sum
     source = list(load_mutators()["online-softmax"].propose(
         MutationContext(task, (EXAMPLES / "cross_entropy.py").read_text())))[1].source
     rows, cols = 4096, 32768

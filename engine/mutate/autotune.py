@@ -37,11 +37,9 @@ def propose(ctx: MutationContext):
     if len(static) != len(tiles):
         return  # a tile computed from the input (e.g. the whole row) is not a free knob
     uses_dot = kv.uses("dot")
-    current = dict(static) | {"num_warps": lv.num_warps() or 4}
     pipelined = bool(kv.pipelined_loops())
-    if pipelined or uses_dot:
-        current["num_stages"] = lv.const_int(lv.options.get("num_stages")) or 3
-    options = ordered(candidates(ctx, lv, static, uses_dot, pipelined), current, uses_dot)
+    current = lk.current(pipelined or uses_dot)
+    options = ordered(candidates(lk, uses_dot, pipelined), current, uses_dot)
     ties = {t: nodes for t, nodes in lk.ties.items() if t in static}  # the others keep their literals
     # A literal that two equal constexprs could stand for cannot become either's META entry: only
     # configs that keep them equal.

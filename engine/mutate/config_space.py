@@ -110,6 +110,13 @@ class LaunchKnobs:
     static: dict[str, int]
     ties: dict[str, list[ast.expr]]
     shared: list[frozenset[str]]
+    warps: int  # the launch's num_warps (Triton's default 4 where it passes none)
+    stages: int  # its num_stages (default 3)
+
+    def current(self, staged: bool) -> dict[str, int]:
+        """The launch's own configuration: its tiles, warps and, where stages mean something
+        (`staged`: a pipelined loop or a dot), stages."""
+        return dict(self.static) | {"num_warps": self.warps} | ({"num_stages": self.stages} if staged else {})
 
     def splits(self, knobs: dict[str, int]) -> bool:
         """Whether `knobs` give constexprs that share an unowned grid literal different values."""
@@ -120,7 +127,8 @@ class LaunchKnobs:
 def launch_knobs(ctx: MutationContext, lv) -> LaunchKnobs:
     consts = launch_constants(ctx, lv)
     ties, shared = tied_literals(lv, consts)
-    return LaunchKnobs(consts, {t: consts[t] for t in tile_params(ctx) if t in consts}, ties, shared)
+    return LaunchKnobs(consts, {t: consts[t] for t in tile_params(ctx) if t in consts}, ties, shared,
+                       lv.num_warps() or 4, lv.const_int(lv.options.get("num_stages")) or 3)
 
 
 def _cdiv_dim(grid: ast.expr, literal: ast.Constant) -> str | None:
@@ -146,9 +154,9 @@ def apply_knobs(ctx: MutationContext, lv, lk: LaunchKnobs, knobs: dict[str, int]
     return edits.apply()
 
 
-def candidates(ctx: MutationContext, lv, static: dict[str, int], uses_dot: bool, pipelined: bool) -> list[dict]:
-    current_w = lv.num_warps() or 4
-    current_s = lv.const_int(lv.options.get("num_stages")) or 3
+def candidates(lk: LaunchKnobs, uses_dot: bool, pipelined: bool) -> list[dict]:
+    """Every configuration worth proposing for one launch, its own left out."""
+    static, current_s = lk.static, lk.stages
     options: list[dict] = []
     if uses_dot:
         names = list(static)
@@ -182,7 +190,7 @@ def candidates(ctx: MutationContext, lv, static: dict[str, int], uses_dot: bool,
         for w in WARPS:
             for s in (STAGES if pipelined else (current_s,)):
                 options.append({"num_warps": w} | ({"num_stages": s} if pipelined else {}))
-    current = dict(static) | {"num_warps": current_w} | ({"num_stages": current_s} if pipelined or uses_dot else {})
+    current = lk.current(pipelined or uses_dot)
     return [o for o in options if {k: current.get(k) for k in o} != o]
 
 
@@ -239,12 +247,9 @@ def propose(ctx: MutationContext):
     rng = random.Random(ctx.seed)
     for lv in ctx.entry_launches():
         lk = launch_knobs(ctx, lv)
-        static = lk.static
-        options = candidates(ctx, lv, static, uses_dot, pipelined)
+        options = candidates(lk, uses_dot, pipelined)
         rng.shuffle(options)  # ties broken by the seed, deterministically
-        current = dict(static) | {"num_warps": lv.num_warps() or 4,
-                                  "num_stages": lv.const_int(lv.options.get("num_stages")) or 3}
-        options = ordered(options, current, uses_dot)
+        options = ordered(options, lk.current(pipelined or uses_dot), uses_dot)
         made = 0
         for knobs in options:
             source = apply_knobs(ctx, lv, lk, knobs)
