@@ -581,9 +581,10 @@ def main():
     ap.add_argument("--out", default=None)
     ap.add_argument("--cpu", action="store_true", help="correctness only, small inputs, interpreter")
     ap.add_argument("--top", type=int, default=6, help="variants timed on every case (the rest on case 0)")
-    ap.add_argument("--timer", choices=("do_bench", "engine"), default="do_bench",
+    ap.add_argument("--timer", choices=("do_bench", "engine", "eager"), default="do_bench",
                     help="engine: the search's own timing (flush, hold, CUDA graphs under 0.1 ms), comparable "
-                         "with its records")
+                         "with its records; eager: the same, never from a CUDA graph (how an A/B against a "
+                         "host-syncing original runs)")
     ap.add_argument("--inductor", default=None, help="write torch.compile's generated code for each op here")
     ap.add_argument("--match", default=None, help="only variants whose name matches this regex (and the baselines)")
     ap.add_argument("--ncu", default=None, metavar="KERNEL_REGEX",
@@ -593,8 +594,11 @@ def main():
     opts = ap.parse_args()
     if opts.once:
         return run_once(opts)
-    if opts.timer == "engine":
+    if opts.timer in ("engine", "eager"):
+        from kernelbrain.engine.evaluate import timing
         from kernelbrain.engine.evaluate.timing import measure
+        if opts.timer == "eager":
+            timing.GRAPH_BELOW_MS = 0.0
 
         def bench(fn):
             ((times,),), _ = measure([fn], 200, captures=1)
@@ -604,7 +608,7 @@ def main():
     record = {"torch": torch.__version__, "triton": triton.__version__, "ops": {}}
     if not opts.cpu:
         record["gpu"] = torch.cuda.get_device_name()
-        n = 2**30 if opts.timer == "engine" else 256 * 2**20  # engine: as measure_ceilings
+        n = 2**30 if opts.timer != "do_bench" else 256 * 2**20  # engine: as measure_ceilings
         src = torch.empty(n, dtype=torch.uint8, device="cuda")
         dst = torch.empty_like(src)
         ms = bench(lambda: dst.copy_(src))

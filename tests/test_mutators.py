@@ -396,7 +396,7 @@ def test_overlap_checks_fork_and_join_around_the_launch_and_refuse_racing_writes
     fork, check = body.index("check_stream.wait_stream("), body.index("torch._assert_async(")
     launch, join = body.index("cross_entropy_kernel[("), body.index(".wait_stream(check_stream)")
     assert fork < body.index("with torch.cuda.stream(check_stream):") < check < launch < join < body.index("return loss")
-    assert "check_stream = torch.cuda.Stream(device=target.device) if target.is_cuda else None" in body
+    assert "check_stream = torch.cuda.Stream(device=target.device, priority=-1) if target.is_cuda else None" in body
     ast.parse(p.source)
     clamped = asserted.replace("    loss = torch.empty(", "    target.clamp_(0, n_cols - 1)\n    loss = torch.empty(")
     assert propose("overlap-checks", task, clamped) == []

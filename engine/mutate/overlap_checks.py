@@ -6,8 +6,11 @@ other: on an H200 cross_entropy's range check (a max, a min, two compares, an or
 assert: seven launches) took 21 us in front of an 81 us kernel (bench/structure_probe.py, run R).
 Forked onto a side stream they run while the kernel does; the launcher's stream waits for them
 before the call returns, so what follows the call is ordered after the check as before, and a
-failing check still stops the program at the next synchronisation. On the CPU (interpreter) the
-side stream is None and `torch.cuda.stream(None)` changes nothing.
+failing check still stops the program at the next synchronisation. The side stream has high
+priority: the checks are seven launches in a row, each waiting for the one before, and at equal
+priority the GPU dispatches each of them only after every pending block of the kernel launched
+beside it, so the chain ends after the kernel's last wave instead of hiding inside it. On the CPU
+(interpreter) the side stream is None and `torch.cuda.stream(None)` changes nothing.
 
 Preconditions: the entry has one launch; the `_assert_async` statements are consecutive
 top-level statements before it; they read at least one of the entry's parameters not annotated
@@ -78,7 +81,7 @@ def propose(ctx: MutationContext):
     edits = Edits(ctx.source)
     edits.insert_before(body[checks[0]],
                         f"# the checks run on a side stream, beside the kernel; the launcher's stream waits for them\n"
-                        f"{side} = {t}.cuda.Stream(device={device_of}.device) if {device_of}.is_cuda else None\n"
+                        f"{side} = {t}.cuda.Stream(device={device_of}.device, priority=-1) if {device_of}.is_cuda else None\n"
                         f"if {side} is not None:\n"
                         f"    {side}.wait_stream({t}.cuda.current_stream({device_of}.device))\n"
                         f"with {t}.cuda.stream({side}):")
