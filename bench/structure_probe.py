@@ -229,6 +229,25 @@ def ce_online_scalar_sum(logits_ptr, target_ptr, loss_ptr, stride_row, n_cols, B
 
 
 @triton.jit
+def ce_online_scalar_sum_ef(logits_ptr, target_ptr, loss_ptr, stride_row, n_cols, BLOCK: tl.constexpr):
+    """ce_online_scalar_sum with the row stream loaded evict-first (the `evict-first` rewrite)."""
+    row = tl.program_id(0)
+    row_ptr = logits_ptr + row.to(tl.int64) * stride_row
+    m = float("-inf")
+    s = 0.0
+    for start in range(0, n_cols, BLOCK):
+        cols = start + tl.arange(0, BLOCK)
+        x = tl.load(row_ptr + cols, mask=cols < n_cols, other=float("-inf"), eviction_policy="evict_first").to(tl.float32)
+        m_new = tl.maximum(m, tl.max(x, axis=0))
+        m_safe = tl.where(m_new == float("-inf"), 0.0, m_new)
+        s = s * tl.exp(m - m_safe) + tl.sum(tl.exp(x - m_safe), axis=0)
+        m = m_new
+    target = tl.load(target_ptr + row)
+    x_t = tl.load(row_ptr + target).to(tl.float32)
+    tl.store(loss_ptr + row, m + tl.log(s) - x_t)
+
+
+@triton.jit
 def ce_rows(logits_ptr, target_ptr, loss_ptr, n_rows, stride_row, n_cols, ROWS: tl.constexpr, BLOCK: tl.constexpr):
     """ROWS rows a program, each chunk a [ROWS, BLOCK] tile reduced along its rows: with few
     columns a warp, a row's reduction stays inside its warp (no barrier between warps)."""
@@ -440,6 +459,9 @@ def ce_variants(quick):
     for stages in ((1,) if quick else (1, 3)):
         for check in ("assert on a side stream", "assert on a high-priority side stream", "assert max/min (search best)"):
             v[f"ss 4096 w2 s{stages} + {check}"] = ce_launch(ce_online_scalar_sum, 4096, 2, stages, check)
+    for stages in ((1,) if quick else (1, 3)):
+        for check in ("no check", "assert on a high-priority side stream"):
+            v[f"ss ef 4096 w2 s{stages} + {check}"] = ce_launch(ce_online_scalar_sum_ef, 4096, 2, stages, check)
     for rows, block, warps in ([(2, 512, 1)] if quick else [(2, 512, 1), (4, 256, 1), (4, 256, 4), (8, 256, 4),
                                                             (8, 256, 2), (4, 512, 2)]):
         v[f"rows{rows} {block} w{warps}, no check"] = ce_rows_launch(rows, block, warps)

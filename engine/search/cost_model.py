@@ -69,6 +69,17 @@ class DeviceModel:
     # 0.50 / 0.40 to 0.66 / 0.69 (runs A / B, older flush: 0.16 / 0.18 -> 0.18 / 0.22), for any
     # value from 0.25 to 4 us: it orders variants the other floors tie.
     atomic_tail_us: float = 0.5
+    # A program's atomic update, and its tail, cost more the more lanes issue it: num_warps x the
+    # update's width, beyond 256 (4 warps x 64), by (lanes / 256) ** this. H200 col_sum (run Z,
+    # 16384x4096, quick rung), uncoarsened tilings of equal program counts: 64 wide at 4 / 8 warps
+    # 1.75x / 1.03x the first draft, 128 wide at 4 / 8 warps 1.08x / 0.61x; 32 x 64 at 8 warps
+    # 0.55x (the draft is 32 x 64 at 4): per program 1.8-1.9x at 512 lanes, 3.3x at 1,024. Run J's
+    # 16- and 64-wide updates at 4 warps (64 and 256 lanes) cost alike. Spearman rho over run Z's
+    # 108 GPU-timed col_sum candidates 0.43 -> 0.63 (0.5-1.2 alike; 512 free lanes 0.58); the
+    # verified variants of runs H, J, N, S, Z unchanged (bench/cost_model_fit.py). It ranks one
+    # measured pair wrongly: 32 x 128 x 16 at 4 warps, 136 registers, 2.50x vs 16 x 64 x 16 2.30x.
+    atomic_lanes_exponent: float = 0.85
+    atomic_free_lanes: int = 256
     # Runs of fewer contiguous bytes than a 128-byte line per row cost bandwidth: col_sum tiles 16
     # wide (32 B) ran at 0.88x of the same tiles 64 wide (128 B) on an H200.
     line_bytes: int = 128
@@ -119,6 +130,7 @@ class KernelShape:
     unrolled: list[tuple[str, int]]  # per `tl.static_range` loop: (extent expression, loads in its body)
     grouped: bool
     atomic_calls: int  # atomic updates per program
+    atomic_widths: list[str]  # per atomic update: the constexpr bounding its unit-stride run (if known)
     contiguous: list[str]  # per load: the constexpr bounding its unit-stride run (empty: unknown)
     tile_passes: dict[str, int]  # pointer parameter -> statements that load a whole tile of it
     specials_per_element: float  # special functions on tiles per element loaded (in the loops, if any)
@@ -203,6 +215,7 @@ def kernel_shape(source: str, kernel: str, constexprs: dict) -> KernelShape | No
     stores: set[str] = set()
     atomics: set[str] = set()
     atomic_calls = 0
+    atomic_widths: list[str] = []
     loops = 0
     loads_per_iter = 0
 
@@ -235,6 +248,7 @@ def kernel_shape(source: str, kernel: str, constexprs: dict) -> KernelShape | No
                   and c.func.attr.startswith("atomic_")]:
             atomics |= kv.pointer_params_of(c)
             atomic_calls += 1
+            atomic_widths += sorted(kv.unit_stride_bounds(c.args[0]))[:1] if c.args else []
     # loads outside loops were counted once per statement: a program reads such data once
     straight = [s for s in body if not isinstance(s, (ast.For, ast.While))]
     straight_params: set[str] = set()
@@ -267,7 +281,7 @@ def kernel_shape(source: str, kernel: str, constexprs: dict) -> KernelShape | No
     else:
         per_element, per_program = specials[0] / max(tile_loads[0], 1), 0
     return KernelShape(passes, stores, atomics, kv.uses("dot"), loops, loads_per_iter, trips, unrolled, grouped,
-                       atomic_calls, contiguous, tile_passes, per_element, per_program)
+                       atomic_calls, atomic_widths, contiguous, tile_passes, per_element, per_program)
 
 
 def _prod(xs) -> int:
@@ -371,12 +385,15 @@ def launch_time_us(rec: LaunchRecord, facts: CompiledFacts | None, shape: Kernel
     slowdown = 1 + min(1.0, (facts.n_spills or 0) / 256) if facts else 1.0  # register spills
     if shape.loops and not shape.uses_dot and rec.num_warps > 4:
         slowdown *= (rec.num_warps / 4) ** dev.wide_program_exponent
-    atomic_us = programs * shape.atomic_calls * dev.atomic_program_ns / 1000
+    widths = [values[w] for w in shape.atomic_widths if isinstance(values.get(w), int)]
+    lanes = rec.num_warps * max(widths, default=64)
+    per_atomic = max(1.0, lanes / dev.atomic_free_lanes) ** dev.atomic_lanes_exponent
+    atomic_us = programs * shape.atomic_calls * dev.atomic_program_ns * per_atomic / 1000
     numel = {a.name: a.numel for a in rec.args if a.kind == "ptr"}
     tile_elements = sum(numel.get(p, 0) * n for p, n in shape.tile_passes.items())
     specials = tile_elements * shape.specials_per_element + programs * tile * shape.specials_per_program
     special_us = specials / (dev.special_tops * 1e6) / max(wave_eff, 0.05)
-    tail_us = waves * dev.atomic_tail_us if shape.atomic_calls else 0.0
+    tail_us = waves * dev.atomic_tail_us * per_atomic if shape.atomic_calls else 0.0
     return max(mem_us * slowdown + tail_us, latency_us, compute_us, atomic_us, special_us) + dev.launch_us
 
 
