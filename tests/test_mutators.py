@@ -33,7 +33,6 @@ SHOWCASE = {
     "coarsen-atomics": "col_sum",
     "host-sync": "cross_entropy",
     "overlap-checks": "cross_entropy after host-sync",
-    "evict-first": "cross_entropy after online-softmax",
 }
 
 
@@ -279,37 +278,6 @@ def test_hints_only_where_offsets_are_block_aligned():
     p = propose("hints", task_g, gelu)[0]
     assert "tl.multiple_of(pid * BLOCK + tl.arange(0, BLOCK), BLOCK)" in p.source
     assert propose("hints", task_g, p.source) == []
-
-
-def test_evict_first_marks_only_a_stream_each_program_reads_once():
-    task, source = example("cross_entropy")
-    online = propose("online-softmax", task, source)[-1].source
-    marked = propose("evict-first", task, online)[0].source
-    assert marked.count('eviction_policy="evict_first"') == 1  # the row stream, not the target gather
-    assert 'other=float("-inf"), eviction_policy="evict_first")' in marked
-    assert propose("evict-first", task, marked) == []  # a policy already set
-    assert propose("evict-first", task, source) == []  # two passes over each row: L2 serves the second
-    assert propose("evict-first", *example("matmul")) == []  # tiles re-read through L2 by other programs
-    task_r, rms = example("rmsnorm")
-    assert propose("evict-first", task_r, rms) == []  # x read twice, w by every program
-    src = textwrap.dedent('''
-        import torch, triton
-        import triton.language as tl
-
-        @triton.jit
-        def k(x_ptr, y_ptr, n, REPS, BLOCK: tl.constexpr):
-            offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
-            acc = tl.zeros([BLOCK], tl.float32)
-            for r in range(REPS):
-                acc += tl.load(x_ptr + offs, mask=offs < n)
-            tl.store(y_ptr + offs, acc, mask=offs < n)
-
-        def run(x, y, reps):
-            k[(triton.cdiv(x.numel(), 1024),)](x, y, x.numel(), reps, BLOCK=1024)
-    ''')
-    task_k = Task("k", "/tmp/k.py", "k", "run", "/tmp/k.py", "run", "/tmp/k.py:run")
-    assert propose("evict-first", task_k, src) == []  # every iteration re-reads the same tile
-    assert propose("evict-first", task_k, src.replace("x_ptr + offs, mask", "x_ptr + r * n + offs, mask"))
 
 
 def test_autotune_refuses_atomics_and_input_sized_tiles():

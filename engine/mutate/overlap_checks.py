@@ -9,7 +9,10 @@ before the call returns, so what follows the call is ordered after the check as 
 failing check still stops the program at the next synchronisation. The side stream has high
 priority: the checks are seven launches in a row, each waiting for the one before, and at equal
 priority the GPU dispatches each of them only after every pending block of the kernel launched
-beside it, so the chain ends after the kernel's last wave instead of hiding inside it. On the CPU
+beside it, so the chain ends after the kernel's last wave instead of hiding inside it (H200,
+cross_entropy 4096x32768 at 4096 wide and 2 warps, timed eagerly: 95.3 us at equal priority, 82.5
+at high, 72.4 without the check; the search's A/Bs then measured 75.0-75.1 us, 84.1-84.2% of
+copy, against 87.4-87.6 us before; runs Y and AA). On the CPU
 (interpreter) the side stream is None and `torch.cuda.stream(None)` changes nothing.
 
 Preconditions: the entry has one launch; the `_assert_async` statements are consecutive
