@@ -103,6 +103,19 @@ class DeviceModel:
     # ranks the variants of five H200 runs alike (bench/cost_model_fit.py, mean rho 0.81 against
     # 0.78 at 1.2 us; fitted in sample).
     dot_operand_latency_us: float = 0.5
+    # Whatever the K extent in flight, a matmul loop with one tile prefetched (2 stages) does not
+    # hide the loads: H200 4096^3 (run Z, quick rung), 128x256 tiles at 8 warps: BLOCK_K 128 / 64
+    # at 2 stages 1.32-1.48x / 1.16-1.42x the first draft, estimated 2.50-2.75x / 2.25x; BLOCK_K
+    # 64 at 3 stages 2.11x, 32 at 4-5 stages 2.10-2.17x. The efficiency scales by
+    # ((stages - 1) / this) ** dot_prefetch_exponent below this many prefetched tiles.
+    dot_prefetch_stages: float = 2.0
+    dot_prefetch_exponent: float = 0.5
+    # Tiles taller than wide run slower than their transpose at the same warps and stages: run Z,
+    # 256x128 against 128x256, 0.78-0.93x (median 0.87). With both terms Spearman rho over run
+    # Z's 141 GPU-timed matmul candidates 0.61 -> 0.93 (in sample; 0.80 with either term alone;
+    # stages 3 or exponent 1.0 fit worse); the verified variants of runs H, P, S, Z unchanged
+    # (bench/cost_model_fit.py).
+    dot_tall_tile_factor: float = 0.85
     # A row-looping program wider than 4 warps streams slower than its bytes in flight say, by
     # (warps / 4) ** this. H200 cross_entropy (structure probe, run R), the same elements a thread
     # at 16 warps against 4: 4096 wide 102.0 us vs 1024 wide 90.6, 8192 108.3 vs 2048 83.0
@@ -306,6 +319,8 @@ def dot_efficiency(values: dict, num_warps: int, num_stages: int, grouped: bool,
     eff = min(1.0, intensity) ** 0.8
     depth = bk * max(num_stages - 1, 0.5)  # one stage: loads and MMAs do not overlap
     eff *= min(1.0, depth / dev.dot_k_depth) ** dev.dot_depth_exponent
+    eff *= min(1.0, max(num_stages - 1, 0.5) / dev.dot_prefetch_stages) ** dev.dot_prefetch_exponent
+    eff *= dev.dot_tall_tile_factor if bm > bn else 1.0
     eff *= 0.85 if (bm * bn >= 128 * 128 and num_warps < 8) else 1.0
     eff *= 1.0 if grouped else dev.ungrouped_dot_factor
     return max(eff, 0.05)
