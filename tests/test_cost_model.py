@@ -68,6 +68,16 @@ def test_an_atomic_issued_by_more_lanes_costs_more():
     assert col_sum_us(COL_SUM, 16384, 4096, 32, 16, warps=2) <= col_sum_us(COL_SUM, 16384, 4096, 32, 16)  # 64 lanes
 
 
+def test_register_spills_cost_a_bounded_share_of_the_stream():
+    """H200 softmax (run Z): single-pass at 4 warps, spilling on a 32768-wide row, ran within 2%
+    of the same at its default warps; charging spills up to 2x ranked it far below."""
+    spilling = CompiledFacts("col_sum_kernel", True, n_regs=255, n_spills=2000, shared_bytes=0)
+    clean = CompiledFacts("col_sum_kernel", True, n_regs=255, n_spills=0, shared_bytes=0)
+    ratio = col_sum_us(COARSENED, 16384, 4096, 64, 64, iters=16, facts=spilling) / \
+        col_sum_us(COARSENED, 16384, 4096, 64, 64, iters=16, facts=clean)
+    assert 1.05 < ratio <= 1.2 + 1e-9
+
+
 def test_summing_blocks_per_program_before_the_atomic_pays():
     """H200: 4 blocks per program before one atomic ran 2.06x the first draft."""
     first = col_sum_us(COL_SUM, 16384, 4096, 32, 64)
