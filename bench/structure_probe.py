@@ -209,35 +209,18 @@ def ce_online_scalar(logits_ptr, target_ptr, loss_ptr, stride_row, n_cols, BLOCK
 
 
 @triton.jit
-def ce_online_scalar_sum(logits_ptr, target_ptr, loss_ptr, stride_row, n_cols, BLOCK: tl.constexpr):
+def ce_online_scalar_sum(logits_ptr, target_ptr, loss_ptr, stride_row, n_cols, BLOCK: tl.constexpr,
+                         EVICT: tl.constexpr = ""):
     """Scalar running max and a scalar running sum (each chunk reduced at once): no vector
-    accumulator, so fewer registers a thread and more programs an SM."""
+    accumulator, so fewer registers a thread and more programs an SM. EVICT: the row stream's
+    eviction policy ("evict_first": what the dropped `evict-first` rewrite made, run AA)."""
     row = tl.program_id(0)
     row_ptr = logits_ptr + row.to(tl.int64) * stride_row
     m = float("-inf")
     s = 0.0
     for start in range(0, n_cols, BLOCK):
         cols = start + tl.arange(0, BLOCK)
-        x = tl.load(row_ptr + cols, mask=cols < n_cols, other=float("-inf")).to(tl.float32)
-        m_new = tl.maximum(m, tl.max(x, axis=0))
-        m_safe = tl.where(m_new == float("-inf"), 0.0, m_new)
-        s = s * tl.exp(m - m_safe) + tl.sum(tl.exp(x - m_safe), axis=0)
-        m = m_new
-    target = tl.load(target_ptr + row)
-    x_t = tl.load(row_ptr + target).to(tl.float32)
-    tl.store(loss_ptr + row, m + tl.log(s) - x_t)
-
-
-@triton.jit
-def ce_online_scalar_sum_ef(logits_ptr, target_ptr, loss_ptr, stride_row, n_cols, BLOCK: tl.constexpr):
-    """ce_online_scalar_sum with the row stream loaded evict-first (the `evict-first` rewrite)."""
-    row = tl.program_id(0)
-    row_ptr = logits_ptr + row.to(tl.int64) * stride_row
-    m = float("-inf")
-    s = 0.0
-    for start in range(0, n_cols, BLOCK):
-        cols = start + tl.arange(0, BLOCK)
-        x = tl.load(row_ptr + cols, mask=cols < n_cols, other=float("-inf"), eviction_policy="evict_first").to(tl.float32)
+        x = tl.load(row_ptr + cols, mask=cols < n_cols, other=float("-inf"), eviction_policy=EVICT).to(tl.float32)
         m_new = tl.maximum(m, tl.max(x, axis=0))
         m_safe = tl.where(m_new == float("-inf"), 0.0, m_new)
         s = s * tl.exp(m - m_safe) + tl.sum(tl.exp(x - m_safe), axis=0)
@@ -392,7 +375,7 @@ CHECKS = {
 }
 
 
-def ce_launch(kernel, block, warps, stages, check="assert max/min (search best)"):
+def ce_launch(kernel, block, warps, stages, check="assert max/min (search best)", **consts):
     chk = CHECKS[check]
 
     def run(logits, target):
@@ -400,7 +383,7 @@ def ce_launch(kernel, block, warps, stages, check="assert max/min (search best)"
         side = chk(target, n_cols) if chk is not None else None
         loss = torch.empty(n_rows, dtype=torch.float32, device=logits.device)
         kernel[(n_rows,)](logits, target, loss, logits.stride(0), n_cols, BLOCK=block, num_warps=warps,
-                          num_stages=stages)
+                          num_stages=stages, **consts)
         if isinstance(side, torch.cuda.Stream):
             torch.cuda.current_stream(logits.device).wait_stream(side)
         return loss
@@ -461,7 +444,8 @@ def ce_variants(quick):
             v[f"ss 4096 w2 s{stages} + {check}"] = ce_launch(ce_online_scalar_sum, 4096, 2, stages, check)
     for stages in ((1,) if quick else (1, 3)):
         for check in ("no check", "assert on a high-priority side stream"):
-            v[f"ss ef 4096 w2 s{stages} + {check}"] = ce_launch(ce_online_scalar_sum_ef, 4096, 2, stages, check)
+            v[f"ss ef 4096 w2 s{stages} + {check}"] = ce_launch(ce_online_scalar_sum, 4096, 2, stages, check,
+                                                                EVICT="evict_first")
     for rows, block, warps in ([(2, 512, 1)] if quick else [(2, 512, 1), (4, 256, 1), (4, 256, 4), (8, 256, 4),
                                                             (8, 256, 2), (4, 512, 2)]):
         v[f"rows{rows} {block} w{warps}, no check"] = ce_rows_launch(rows, block, warps)
