@@ -111,7 +111,8 @@ def quick_entry(entry: dict) -> dict:
     """A search entry whose variants are every candidate it quick-timed on the GPU (a few
     repetitions each, speedups against the original's reference timing): more of them, and more
     varied, than the verified few."""
-    variants = [{"id": q["id"], "origin": q["origin"], "measured": q["quick"], "per_case": [], "source": q["source"]}
+    variants = [{"id": q["id"], "origin": q["origin"], "measured": q["quick"], "per_case": q.get("per_case", []),
+                 "source": q["source"]}
                 for q in entry.get("quick_candidates", []) if q.get("source")]
     return entry | {"variants": variants}
 

@@ -125,7 +125,9 @@ def search(op: str, budget_s: float, pool, dev, **kw):
     # Every candidate timed on the GPU at the quick rung, next to its estimate: a wider and larger
     # sample of the cost model than the few verified survivors (run S's rmsnorm: seven variants
     # within 1.07-1.19x, where rank order is noise).
-    quick = [{"id": n.id, "origin": n.origin, "estimated": est, "quick": n.quick, "source": n.source}
+    # Per case too: a quick rung's geomean hid which case a softmax re-tiling lost on (run Z).
+    quick = [{"id": n.id, "origin": n.origin, "estimated": est, "quick": n.quick,
+              "per_case": [c.speedup for c in n.quick_timing.cases], "source": n.source}
              for n in s.nodes.values()
              if n.parent is not None and n.quick is not None and (est := s._estimated_speedup(n))]
     return result, quick
