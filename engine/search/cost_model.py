@@ -325,9 +325,9 @@ def dot_efficiency(values: dict, num_warps: int, num_stages: int, grouped: bool,
     bk = next((v for k, v in values.items() if k.upper().endswith("K") and isinstance(v, int)), 32)
     intensity = (bm * bn / (bm + bn)) / (128 * 256 / (128 + 256))  # operand reuse per loaded byte
     eff = min(1.0, intensity) ** 0.8
-    depth = bk * max(num_stages - 1, 0.5)  # one stage: loads and MMAs do not overlap
-    eff *= min(1.0, depth / dev.dot_k_depth) ** dev.dot_depth_exponent
-    eff *= min(1.0, max(num_stages - 1, 0.5) / dev.dot_prefetch_stages) ** dev.dot_prefetch_exponent
+    prefetched = max(num_stages - 1, 0.5)  # tiles loaded ahead; one stage: loads and MMAs do not overlap
+    eff *= min(1.0, bk * prefetched / dev.dot_k_depth) ** dev.dot_depth_exponent
+    eff *= min(1.0, prefetched / dev.dot_prefetch_stages) ** dev.dot_prefetch_exponent
     eff *= dev.dot_tall_tile_factor if bm > bn else 1.0
     eff *= 0.85 if (bm * bn >= 128 * 128 and num_warps < 8) else 1.0
     eff *= 1.0 if grouped else dev.ungrouped_dot_factor
