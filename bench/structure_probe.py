@@ -165,10 +165,42 @@ def read_sum_launch(block, iters, warps):
     return run
 
 
+@triton.jit
+def read_sum_persistent(x_ptr, part_ptr, n, TILES, BLOCK: tl.constexpr, STAGES: tl.constexpr):
+    """A fixed grid (a few programs an SM), each striding over the tiles: no partial last wave."""
+    pid = tl.program_id(0)
+    acc = tl.zeros([BLOCK], tl.float32)
+    for t in tl.range(pid, TILES, tl.num_programs(0), num_stages=STAGES):
+        offs = t * BLOCK + tl.arange(0, BLOCK)  # < 2**31: the probe reads at most 2**27 elements
+        acc += tl.load(x_ptr + offs, mask=offs < n, other=0.0).to(tl.float32)
+    tl.store(part_ptr + pid, tl.sum(acc, axis=0))
+
+
+def read_persistent_launch(block, per_sm, warps, stages):
+    def run(x):
+        n = x.numel()
+        tiles = triton.cdiv(n, block)
+        sms = torch.cuda.get_device_properties(x.device).multi_processor_count if x.is_cuda else 4
+        grid = min(tiles, sms * per_sm)
+        part = torch.empty(grid, dtype=torch.float32, device=x.device)
+        read_sum_persistent[(grid,)](x, part, n, tiles, BLOCK=block, STAGES=stages, num_warps=warps)
+        return part.sum().reshape(1)
+    return run
+
+
 def read_variants(quick):
     v = {"torch.sum (all elements)": lambda x: x.sum(dtype=torch.float32).reshape(1)}
-    for block, iters, warps in ([(4096, 4, 4)] if quick else itertools.product((2048, 8192), (1, 8, 32), (4, 8))):
+    grid = [(4096, 4, 4)] if quick else list(itertools.product((1024, 2048, 4096, 8192), (1, 2, 4, 8, 16), (4, 8, 16)))
+    for block, iters, warps in grid:
+        if block // (32 * warps) < 2:
+            continue
         v[f"triton read {block} x{iters} w{warps}"] = read_sum_launch(block, iters, warps)
+    # persistent: 128 MB over 132 SMs is ~4 waves of 2048x8 programs; the last, partial wave and
+    # the launch are what a 128 MB read loses against a 256 MB one (83.2% against 91% of copy)
+    pgrid = [(2048, 4, 8, 2)] if quick else [(b, k, w, st) for b, k, w, st in itertools.product(
+        (1024, 2048, 4096), (1, 2, 4, 8), (4, 8, 16), (1, 3)) if b // (32 * w) >= 2]
+    for block, per_sm, warps, stages in pgrid:
+        v[f"persistent read {block} {per_sm}/SM w{warps} s{stages}"] = read_persistent_launch(block, per_sm, warps, stages)
     return v
 
 
@@ -354,14 +386,29 @@ def _assert_max_min(t, n):
     torch._assert_async(~((t.max() >= n) | (t.min() < 0)))
 
 
-def _assert_side_stream(t, n, priority=0):
+def _assert_gather(t, n):
+    """A bounds-checked gather: index_select asserts on the GPU that every index is in [0, n), the
+    check PyTorch's own CUDA cross_entropy makes; one launch, and no `_assert_async`."""
+    torch.empty(n, dtype=torch.uint8, device=t.device).index_select(0, t)
+
+
+FORMS = {  # the range check 0 <= t < n, written with fewer launches (max/min: seven)
+    "max/min": _assert_max_min,
+    "aminmax": _assert_aminmax,
+    "clamp-eq": lambda t, n: torch._assert_async(torch.eq(t.clamp(0, n - 1), t).all()),
+    "floordiv": lambda t, n: torch._assert_async(torch.eq(t // n, 0).all()),
+    "gather": _assert_gather,
+}
+
+
+def _assert_side_stream(t, n, priority=0, form="max/min"):
     """The overlap-checks rewrite: the check on a side stream, joined after the launch (below)."""
     if not t.is_cuda:
-        return _assert_max_min(t, n)
+        return FORMS[form](t, n)
     stream = torch.cuda.Stream(device=t.device, priority=priority)
     stream.wait_stream(torch.cuda.current_stream(t.device))
     with torch.cuda.stream(stream):
-        _assert_max_min(t, n)
+        FORMS[form](t, n)
     return stream
 
 
@@ -371,19 +418,30 @@ CHECKS = {
     "assert on a high-priority side stream": lambda t, n: _assert_side_stream(t, n, priority=-1),
     "assert max/min (search best)": _assert_max_min,
     "assert aminmax": lambda t, n: _assert_aminmax(t, n),
-    "assert clamp-eq": lambda t, n: torch._assert_async(torch.eq(t.clamp(0, n - 1), t).all()),
+    "assert clamp-eq": FORMS["clamp-eq"],
 }
+for _form in FORMS:
+    CHECKS[f"hp side {_form}"] = lambda t, n, _f=_form: _assert_side_stream(t, n, priority=-1, form=_f)
 
 
-def ce_launch(kernel, block, warps, stages, check="assert max/min (search best)", **consts):
+def ce_launch(kernel, block, warps, stages, check="assert max/min (search best)", after=False, **consts):
+    """after: the side stream forks before the launch but its checks are enqueued after it, so the
+    CPU's time enqueueing them no longer stands between the fork and the kernel."""
     chk = CHECKS[check]
 
     def run(logits, target):
         n_rows, n_cols = logits.shape
-        side = chk(target, n_cols) if chk is not None else None
+        if after and logits.is_cuda:
+            side = torch.cuda.Stream(device=logits.device, priority=-1)
+            side.wait_stream(torch.cuda.current_stream(logits.device))
+        else:
+            side = chk(target, n_cols) if chk is not None else None
         loss = torch.empty(n_rows, dtype=torch.float32, device=logits.device)
         kernel[(n_rows,)](logits, target, loss, logits.stride(0), n_cols, BLOCK=block, num_warps=warps,
                           num_stages=stages, **consts)
+        if after:
+            with torch.cuda.stream(side):
+                _assert_max_min(target, n_cols)
         if isinstance(side, torch.cuda.Stream):
             torch.cuda.current_stream(logits.device).wait_stream(side)
         return loss
@@ -446,6 +504,12 @@ def ce_variants(quick):
         for check in ("no check", "assert on a high-priority side stream"):
             v[f"ss ef 4096 w2 s{stages} + {check}"] = ce_launch(ce_online_scalar_sum, 4096, 2, stages, check,
                                                                 EVICT="evict_first")
+    for form in FORMS:  # how many launches the side-stream check costs the kernel beside it
+        for stages in ((3,) if quick else (1, 3)):
+            v[f"ss 4096 w2 s{stages} + hp side {form}"] = ce_launch(ce_online_scalar_sum, 4096, 2, stages,
+                                                                  f"hp side {form}")
+    v["ss 4096 w2 s3 + hp side max/min, enqueued after the launch"] = ce_launch(
+        ce_online_scalar_sum, 4096, 2, 3, "hp side max/min", after=True)
     for rows, block, warps in ([(2, 512, 1)] if quick else [(2, 512, 1), (4, 256, 1), (4, 256, 4), (8, 256, 4),
                                                             (8, 256, 2), (4, 512, 2)]):
         v[f"rows{rows} {block} w{warps}, no check"] = ce_rows_launch(rows, block, warps)
@@ -587,10 +651,11 @@ def main():
     ap.add_argument("--out", default=None)
     ap.add_argument("--cpu", action="store_true", help="correctness only, small inputs, interpreter")
     ap.add_argument("--top", type=int, default=6, help="variants timed on every case (the rest on case 0)")
-    ap.add_argument("--timer", choices=("do_bench", "engine", "eager"), default="do_bench",
+    ap.add_argument("--timer", choices=("do_bench", "engine", "eager", "ab"), default="do_bench",
                     help="engine: the search's own timing (flush, hold, CUDA graphs under 0.1 ms), comparable "
                          "with its records; eager: the same, never from a CUDA graph (how an A/B against a "
-                         "host-syncing original runs)")
+                         "host-syncing original runs); ab: eager, each variant interleaved with the op's first "
+                         "draft, whose host syncs size the hold as in the search's A/Bs")
     ap.add_argument("--inductor", default=None, help="write torch.compile's generated code for each op here")
     ap.add_argument("--match", default=None, help="only variants whose name matches this regex (and the baselines)")
     ap.add_argument("--ncu", default=None, metavar="KERNEL_REGEX",
@@ -600,17 +665,19 @@ def main():
     opts = ap.parse_args()
     if opts.once:
         return run_once(opts)
-    if opts.timer in ("engine", "eager"):
+    if opts.timer in ("engine", "eager", "ab"):
         from kernelbrain.engine.evaluate import timing
         from kernelbrain.engine.evaluate.timing import measure
-        if opts.timer == "eager":
+        if opts.timer in ("eager", "ab"):
             timing.GRAPH_BELOW_MS = 0.0
 
-        def bench(fn):
-            ((times,),), _ = measure([fn], 200, captures=1)
+        def bench(fn, partner=None):
+            groups, _ = measure([fn] + ([partner] if partner is not None else []), 200, captures=1)
+            times = groups[0][0]
             return sorted(times)[len(times) // 2]
     else:
-        bench = triton.testing.do_bench
+        def bench(fn, partner=None):
+            return triton.testing.do_bench(fn)
     record = {"torch": torch.__version__, "triton": triton.__version__, "ops": {}}
     if not opts.cpu:
         record["gpu"] = torch.cuda.get_device_name()
@@ -624,6 +691,10 @@ def main():
         variants_of, ref, inputs_of, small_of, atol, rtol = OPS[op]
         cases = small_of("cpu") if opts.cpu else inputs_of("cuda")
         variants = matched(variants_of(opts.cpu), opts.match)
+        first_draft = variants.get("first-draft") if opts.timer == "ab" else None
+
+        def timed(fn, args):
+            return bench(lambda: fn(*args), (lambda: first_draft(*args)) if first_draft and fn is not first_draft else None)
         if opts.inductor and not opts.cpu:
             import os
             from torch._inductor.utils import run_and_get_code
@@ -646,7 +717,7 @@ def main():
                         row["error"] = f"case {i}: max abs err {(got.float() - want.float()).abs().max().item():.3g}"
                         break
                 if row["ok"] and not opts.cpu:
-                    row["ms"].append(bench(lambda: fn(*cases[0])))
+                    row["ms"].append(timed(fn, cases[0]))
             except Exception as exc:  # a variant that does not compile is a finding, not a stop
                 row["ok"] = False
                 row["error"] = f"{type(exc).__name__}: {str(exc)[:200]}"
@@ -660,7 +731,7 @@ def main():
                 if len(r["ms"]) > 1:
                     continue
                 for args in cases[1:]:
-                    r["ms"].append(bench(lambda: variants[r["name"]](*args)))
+                    r["ms"].append(timed(variants[r["name"]], args))
             for r in rows:
                 if r["ok"] and r["ms"]:
                     per = []
