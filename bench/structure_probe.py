@@ -166,6 +166,9 @@ def col_sum_variants(quick):
         v[f"strip rows{rows} {bm}x{bn} w{warps} s{stages}"] = col_sum_strip_launch(rows, bm, bn, warps, stages)
     own = [(64, 32, 4, 3)] if quick else [(bm, bn, w, st) for bm, bn, w, st in itertools.product(
         (64, 128, 256, 512), (16, 32, 64), (4, 8, 16), (1, 3, 4)) if 2048 <= bm * bn <= 16384 and bm * bn >= 32 * w * 4]
+    if not quick:  # around the first sweep's best (256 x 32, 4 warps, 4 stages: 37.0 us, run AG)
+        own += [(bm, bn, w, st) for bm, bn, w, st in itertools.product((128, 256, 512), (32, 64), (2, 4, 8), (5, 6, 8))
+                if bm * bn <= 16384 and bm * bn >= 32 * w * 4]
     for bm, bn, warps, stages in own:
         v[f"own columns {bm}x{bn} w{warps} s{stages}"] = col_sum_own_columns_launch(bm, bn, warps, stages)
     return v
