@@ -279,3 +279,41 @@ def test_a_row_loop_wider_than_four_warps_costs_more():
     assert us(4096, 16) >= us(1024, 4) * 0.98 and us(8192, 16) >= us(2048, 4) * 0.98
     flat = DeviceModel(wide_program_exponent=0.0)  # the bytes in flight alone: 16 warps far ahead
     assert us(4096, 16, flat) * 1.3 < us(1024, 4, flat)
+
+
+def _own_columns_source() -> str:
+    from kernelbrain.engine.mutate import MutationContext, load_mutators
+    from kernelbrain.engine.task import find_task
+
+    task = find_task(EXAMPLES / "col_sum.py", "col_sum_kernel")
+    (own,) = load_mutators()["own-columns"].propose(MutationContext(task, COL_SUM))
+    return own.source
+
+
+def test_a_peeled_first_iteration_is_not_a_second_pass():
+    shape = kernel_shape(_own_columns_source(), "col_sum_kernel", {"BLOCK_M": 256, "BLOCK_N": 64})
+    assert shape.loops == 1 and shape.passes == {"x_ptr": 1}
+
+
+def test_a_grid_under_one_wave_streams_at_what_its_programs_keep_in_flight():
+    """H200 col_sum (run AG): one program per 64-column strip over all 16,384 rows (64 programs,
+    256x64 tiles, 8 warps) took 35.7 us, against 37.9 us for the coarsened atomics (run AE), and
+    120.6 us on 65536x1024, where only 16 programs run; charging the 64 programs waves ** 0.25
+    while counting every resident slot in flight estimated them at 89 us."""
+    own = _own_columns_source()
+    facts = CompiledFacts("col_sum_kernel", True, n_regs=99, n_spills=0, shared_bytes=2048)
+
+    def own_us(rows: int, cols: int, dev: DeviceModel = DEV) -> float:
+        consts = {"BLOCK_M": 256, "BLOCK_N": 64}
+        args = [ArgSpec("x_ptr", "ptr", "bf16", numel=rows * cols, nbytes=2 * rows * cols, shape=[rows, cols]),
+                ArgSpec("out_ptr", "ptr", "fp32", numel=cols, nbytes=4 * cols, shape=[cols]),
+                ArgSpec("n_rows", "int", "i32", rows), ArgSpec("n_cols", "int", "i32", cols),
+                ArgSpec("stride_row", "int", "i32", cols)] + [ArgSpec(k, "constexpr", value=v) for k, v in consts.items()]
+        rec = LaunchRecord("col_sum_kernel", (cols // 64, 1), args, 8, 5)
+        return launch_time_us(rec, facts, kernel_shape(own, "col_sum_kernel", consts), tile_names(own, "col_sum_kernel"),
+                              dev, None)
+
+    coarse = col_sum_us(COARSENED, 16384, 4096, 32, 64, iters=16)
+    assert own_us(16384, 4096) < coarse * 1.25
+    assert own_us(65536, 1024) > 2.5 * own_us(16384, 4096)  # 16 programs cannot keep the stream busy
+    assert own_us(16384, 4096, dataclasses.replace(DEV, under_wave_exponent=0.25)) > coarse * 1.4
