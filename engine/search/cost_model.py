@@ -132,13 +132,13 @@ class DeviceModel:
     # (bench/cost_model_fit.py over runs S, W, X, Y, Z).
     spill_max: float = 0.2
     # A grid smaller than one wave streams at what its own programs keep in flight, and its
-    # time is charged waves ** this besides (it was 0.25 with every resident slot counted as in
-    # flight). H200 col_sum 16384x4096 (run AG): one program per 64-column strip over every row,
+    # memory time is charged waves ** this besides (it was 0.25 with every resident slot counted
+    # as in flight; the tensor-core and special-function floors keep 0.25). H200 col_sum 16384x4096 (run AG): one program per 64-column strip over every row,
     # 64 programs, took 35.7 us, and 0.25 estimated it at 89 us (now 40 us); softmax's first
     # draft on 1024x32768 (1,024 programs of 4 warps, half a wave) measured 79 us, estimated
     # 52 us before and 78 us now. Spearman rho over 19 verified sets (runs S-AE)
     # mean 0.68 -> 0.71 (gelu AD 0.70 -> 0.97, Z 0.41 -> 0.84; cross_entropy AA 0.73 -> 0.70),
-    # over 8 quick-rung sets mean 0.80 -> 0.79 (gelu 0.78 -> 0.88, softmax AC 0.82 -> 0.66);
+    # over 8 quick-rung sets mean 0.80 -> 0.80 (gelu 0.78 -> 0.88, softmax AC 0.82 -> 0.70);
     # in sample, not yet run in a GPU search (bench/cost_model_fit.py).
     under_wave_exponent: float = 0.0
     max_warps_per_sm: int = 64
@@ -364,7 +364,8 @@ def launch_time_us(rec: LaunchRecord, facts: CompiledFacts | None, shape: Kernel
         return math.inf
     resident = per_sm * dev.sms
     waves = programs / resident
-    wave_eff = waves / math.ceil(waves) if waves > 1 else min(1.0, waves) ** dev.under_wave_exponent
+    # the share of the units a partial wave keeps busy (tensor cores, special functions)
+    wave_eff = waves / math.ceil(waves) if waves > 1 else min(1.0, waves) ** 0.25
     sizes = {a.name: a.nbytes for a in rec.args if a.kind == "ptr"}
     elem = max((a.nbytes // max(a.numel, 1) for a in rec.args if a.kind == "ptr" and a.numel), default=2)
     tile = _tile_elems(rec, tiles)
@@ -402,7 +403,7 @@ def launch_time_us(rec: LaunchRecord, facts: CompiledFacts | None, shape: Kernel
         mem_us = dram * (math.floor(waves) / waves) / bw + (dram * (last / waves) / stream_bw(last * resident)
                                                            if last > 1e-9 else 0.0)
     else:
-        mem_us = dram / bw / max(wave_eff, 0.05)
+        mem_us = dram / bw / max(min(1.0, waves) ** dev.under_wave_exponent, 0.05)
     iters = 1
     known = [math.ceil(values[stop] / values[step]) if step in values else values[stop]
              for stop, step in shape.trips if isinstance(values.get(stop), int)
