@@ -44,17 +44,25 @@ def workspace() -> Path:
     return ws
 
 
-def torch_baselines(op: str, rep_ms: float = 200.0) -> dict:
-    """torch.compile (default mode) of the reference, and cuBLAS for matmul, on the same cases."""
+def _module_and_cases(path: Path, op: str):
+    """An example module (or a variant of it) loaded from `path`, and its benchmark cases, drawn
+    with the seed the search's harness uses."""
     import importlib.util
 
     import torch
 
-    spec = importlib.util.spec_from_file_location(f"ref_{op}", ROOT / "examples" / "ops" / f"{op}.py")
+    spec = importlib.util.spec_from_file_location(f"{path.stem}_{op}", path)
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     torch.manual_seed(0)
-    cases = getattr(mod, f"{op}_inputs")("cuda")
+    return mod, getattr(mod, f"{op}_inputs")("cuda")
+
+
+def torch_baselines(op: str, rep_ms: float = 200.0) -> dict:
+    """torch.compile (default mode) of the reference, and cuBLAS for matmul, on the same cases."""
+    import torch
+
+    mod, cases = _module_and_cases(ROOT / "examples" / "ops" / f"{op}.py", op)
     ref = getattr(mod, f"{op}_ref")
     compiled = torch.compile(ref)
     out = {"compile_us": [], "eager_us": []}
@@ -84,17 +92,11 @@ def time_alone(op: str, source: str, entry: str, rep_ms: float = 200.0) -> list[
     with its side-stream check, 74.0-74.2 us eagerly beside the first draft against 73.1-73.5 us
     alone (bench/structure_probe.py --timer ab / engine, run AC). So the roofline position and
     the ratio to torch.compile are taken from this timing; the A/B's stays in `best_us`."""
-    import importlib.util
-
     import torch
 
     path = Path(tempfile.mkdtemp(prefix="kb-best-")) / f"{op}_best.py"
     path.write_text(source)
-    spec = importlib.util.spec_from_file_location(f"best_{op}", path)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    torch.manual_seed(0)
-    cases = getattr(mod, f"{op}_inputs")("cuda")
+    mod, cases = _module_and_cases(path, op)
     fn = getattr(mod, entry)
     out = [_median_us(lambda: fn(*args), rep_ms) for args in cases]
     del cases

@@ -34,14 +34,16 @@ COARSENED = COL_SUM.replace(
 
 
 def col_sum_us(source: str, rows: int, cols: int, bm: int, bn: int, iters: int | None = None,
-               facts: CompiledFacts = FACTS, warps: int = 4, dev: DeviceModel = DEV) -> float:
+               facts: CompiledFacts = FACTS, warps: int = 4, dev: DeviceModel = DEV, stages: int = 3,
+               grid: tuple[int, int] | None = None) -> float:
+    """The estimate of one col_sum launch; the grid, unless given, has a program per ITERS blocks."""
     consts = {"BLOCK_M": bm, "BLOCK_N": bn} | ({"ITERS": iters} if iters else {})
     args = [ArgSpec("x_ptr", "ptr", "bf16", numel=rows * cols, nbytes=2 * rows * cols, shape=[rows, cols]),
             ArgSpec("out_ptr", "ptr", "fp32", numel=cols, nbytes=4 * cols, shape=[cols]),
             ArgSpec("n_rows", "int", "i32", rows), ArgSpec("n_cols", "int", "i32", cols),
             ArgSpec("stride_row", "int", "i32", cols)] + [ArgSpec(k, "constexpr", value=v) for k, v in consts.items()]
-    grid = (-(-cols // bn), -(-rows // (bm * (iters or 1))))
-    rec = LaunchRecord("col_sum_kernel", grid, args, warps, 3)
+    grid = grid or (-(-cols // bn), -(-rows // (bm * (iters or 1))))
+    rec = LaunchRecord("col_sum_kernel", grid, args, warps, stages)
     shape = kernel_shape(source, "col_sum_kernel", consts)
     assert shape is not None
     return launch_time_us(rec, facts, shape, tile_names(source, "col_sum_kernel"), dev, None)
@@ -304,14 +306,7 @@ def test_a_grid_under_one_wave_streams_at_what_its_programs_keep_in_flight():
     facts = CompiledFacts("col_sum_kernel", True, n_regs=99, n_spills=0, shared_bytes=2048)
 
     def own_us(rows: int, cols: int, dev: DeviceModel = DEV) -> float:
-        consts = {"BLOCK_M": 256, "BLOCK_N": 64}
-        args = [ArgSpec("x_ptr", "ptr", "bf16", numel=rows * cols, nbytes=2 * rows * cols, shape=[rows, cols]),
-                ArgSpec("out_ptr", "ptr", "fp32", numel=cols, nbytes=4 * cols, shape=[cols]),
-                ArgSpec("n_rows", "int", "i32", rows), ArgSpec("n_cols", "int", "i32", cols),
-                ArgSpec("stride_row", "int", "i32", cols)] + [ArgSpec(k, "constexpr", value=v) for k, v in consts.items()]
-        rec = LaunchRecord("col_sum_kernel", (cols // 64, 1), args, 8, 5)
-        return launch_time_us(rec, facts, kernel_shape(own, "col_sum_kernel", consts), tile_names(own, "col_sum_kernel"),
-                              dev, None)
+        return col_sum_us(own, rows, cols, 256, 64, facts=facts, warps=8, dev=dev, stages=5, grid=(cols // 64, 1))
 
     coarse = col_sum_us(COARSENED, 16384, 4096, 32, 64, iters=16)
     assert own_us(16384, 4096) < coarse * 1.25

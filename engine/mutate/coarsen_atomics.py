@@ -39,18 +39,14 @@ def _rewrite(ctx: MutationContext, site: SplitReduction):
     base = unique_name(f"{pid}_first", taken)
     acc = unique_name("acc", taken)
     it = unique_name("it", taken)
-    reduce_stmt = body[r_idx]
-    reduced = reduce_stmt.value.args[0]
     loop = ast.parse(f"for {it} in tl.static_range({iters}):\n"
                      f"    {pid} = {base} * {iters} + {it}\n"
                      f"    {acc} += 0\n").body[0]
     loop.body = [loop.body[0]] + copy.deepcopy(site.middle) + [loop.body[1]]
-    loop.body[-1].value = copy.deepcopy(reduced)  # type: ignore[attr-defined]
-    new_reduce = copy.deepcopy(reduce_stmt)
-    new_reduce.value.args[0] = ast.Name(id=acc, ctx=ast.Load())  # type: ignore[attr-defined]
+    loop.body[-1].value = copy.deepcopy(site.reduced)  # type: ignore[attr-defined]
     head = ast.parse(f"{base} = {ast.unparse(pid_call)}\n{acc} = 0.0\n").body
     new_fn = copy.deepcopy(kv.node)
-    new_fn.body = body[:p_idx] + head + [loop, new_reduce] + body[r_idx + 1:]
+    new_fn.body = body[:p_idx] + head + [loop, site.sum_of(acc)] + body[r_idx + 1:]
     new_fn.args.args.append(ast.arg(arg=iters, annotation=ast.parse("tl.constexpr", mode="eval").body))
     new_fn.args.defaults.append(ast.Constant(1))  # other callers keep one block per program
     fn = fix(new_fn)

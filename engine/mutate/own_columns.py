@@ -81,17 +81,13 @@ def _rewrite(ctx: MutationContext, site: SplitReduction, count: str) -> Mutation
     kv, body, pid = site.kv, site.body, site.pid
     taken = {n.id for n in kv.nodes if isinstance(n, ast.Name)} | set(kv.params)
     acc = unique_name("acc", taken)
-    reduce_stmt = body[site.r_idx]
-    reduced = reduce_stmt.value.args[0]  # type: ignore[attr-defined]
     # The first block is peeled off so the accumulator starts as a tile: a runtime loop keeps the
     # type of what it carries, and a scalar 0.0 would become a tile after one iteration.
     first = ast.parse(f"{pid} = 0\n{acc} = 0").body
-    first[1].value = copy.deepcopy(reduced)  # type: ignore[attr-defined]
+    first[1].value = copy.deepcopy(site.reduced)  # type: ignore[attr-defined]
     loop = ast.parse(f"for {pid} in range(1, {count}):\n    {acc} += 0\n").body[0]
     loop.body = copy.deepcopy(site.middle) + [loop.body[0]]
-    loop.body[-1].value = copy.deepcopy(reduced)  # type: ignore[attr-defined]
-    new_reduce = copy.deepcopy(reduce_stmt)
-    new_reduce.value.args[0] = ast.Name(id=acc, ctx=ast.Load())  # type: ignore[attr-defined]
+    loop.body[-1].value = copy.deepcopy(site.reduced)  # type: ignore[attr-defined]
     atomic = site.atomic
     ptr, val = atomic.args[0], kwarg(atomic, "val", 1)
     mask = kwarg(atomic, "mask", 2)
@@ -99,7 +95,7 @@ def _rewrite(ctx: MutationContext, site: SplitReduction, count: str) -> Mutation
                       + (f", mask={ast.unparse(mask)})" if mask is not None else ")")).body[0]
     after = [store if isinstance(s, ast.Expr) and s.value is atomic else s for s in body[site.r_idx + 1:]]
     new_fn = copy.deepcopy(kv.node)
-    new_fn.body = (body[:site.p_idx] + [first[0]] + copy.deepcopy(site.middle) + [first[1], loop, new_reduce]
+    new_fn.body = (body[:site.p_idx] + [first[0]] + copy.deepcopy(site.middle) + [first[1], loop, site.sum_of(acc)]
                    + [copy.deepcopy(s) for s in after])
     fn = fix(new_fn)
     edits = Edits(ctx.source).replace_function(kv.node, fn)

@@ -12,6 +12,7 @@ straight-line code without stores; after the sum nothing that depends on that pr
 from __future__ import annotations
 
 import ast
+import copy
 from collections.abc import Iterator
 from dataclasses import dataclass
 
@@ -31,6 +32,17 @@ class SplitReduction:
     axis: int
     middle: list[ast.stmt]  # between the two: the block's loads
     launches: list[LaunchView]
+
+    @property
+    def reduced(self) -> ast.expr:
+        """E in `partial = tl.sum(E, ...)`: one block's values."""
+        return self.body[self.r_idx].value.args[0]  # type: ignore[attr-defined]
+
+    def sum_of(self, acc: str) -> ast.stmt:
+        """The reduction statement, summing `acc` instead of one block."""
+        stmt = copy.deepcopy(self.body[self.r_idx])
+        stmt.value.args[0] = ast.Name(id=acc, ctx=ast.Load())  # type: ignore[attr-defined]
+        return stmt
 
 
 def _pid_assign(stmt: ast.stmt, pm) -> tuple[str, ast.Call] | None:

@@ -133,8 +133,9 @@ class DeviceModel:
     spill_max: float = 0.2
     # A grid smaller than one wave streams at what its own programs keep in flight, and its
     # memory time is charged waves ** this besides (it was 0.25 with every resident slot counted
-    # as in flight; the tensor-core and special-function floors keep 0.25). H200 col_sum 16384x4096 (run AG): one program per 64-column strip over every row,
-    # 64 programs, took 35.7 us, and 0.25 estimated it at 89 us (now 40 us); softmax's first
+    # as in flight; the tensor-core and special-function floors keep 0.25). H200 col_sum
+    # 16384x4096 (run AG): one program per 64-column strip over every row, 64 programs, took
+    # 35.7 us, and 0.25 estimated it at 89 us (now 40 us); softmax's first
     # draft on 1024x32768 (1,024 programs of 4 warps, half a wave) measured 79 us, estimated
     # 52 us before and 78 us now. Spearman rho over 19 verified sets (runs S-AE)
     # mean 0.68 -> 0.71 (gelu AD 0.70 -> 0.97, Z 0.41 -> 0.84; cross_entropy AA 0.73 -> 0.70),
