@@ -312,3 +312,22 @@ def test_a_grid_under_one_wave_streams_at_what_its_programs_keep_in_flight():
     assert own_us(16384, 4096) < coarse * 1.25
     assert own_us(65536, 1024) > 2.5 * own_us(16384, 4096)  # 16 programs cannot keep the stream busy
     assert own_us(16384, 4096, dataclasses.replace(DEV, under_wave_exponent=0.25)) > coarse * 1.4
+
+
+def test_a_streaming_loop_keeps_its_pipeline_stages_in_flight_and_an_sm_caps_its_stream():
+    """H200 col_sum, one program per 64-column strip, 256 x 64 tiles, 8 warps (run AG): 159 /
+    45 / 36 us at `tl.range` stages 1 / 3 / 5 (estimated 61 / 35 / 35) on 16384x4096 (64 programs). The launch's stages do
+    not pipeline the loop; 16 programs (65536x1024) stay slow however deep the pipeline (121 us)."""
+    own = _own_columns_source()
+    assert "num_stages=3)" in own
+    facts = CompiledFacts("col_sum_kernel", True, n_regs=126, n_spills=0, shared_bytes=64 * 1024)
+
+    def own_us(stages: int, rows: int = 16384, cols: int = 4096, launch_stages: int = 3) -> float:
+        return col_sum_us(own.replace("num_stages=3)", f"num_stages={stages})"), rows, cols, 256, 64, facts=facts,
+                          warps=8, stages=launch_stages, grid=(cols // 64, 1))
+
+    assert own_us(1) > 1.5 * own_us(3) and own_us(3) >= own_us(5)
+    assert own_us(1, launch_stages=5) == own_us(1)
+    plain = own.replace(", num_stages=3)", ")").replace("tl.range(", "range(")
+    assert col_sum_us(plain, 16384, 4096, 256, 64, facts=facts, warps=8, grid=(64, 1)) == pytest.approx(own_us(1))
+    assert own_us(8, 65536, 1024) > 2.5 * own_us(5)  # 16 programs: each SM streams ~65 GB/s at most

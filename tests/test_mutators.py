@@ -32,6 +32,7 @@ SHOWCASE = {
     "int64-offsets": "softmax",
     "coarsen-atomics": "col_sum",
     "own-columns": "col_sum",
+    "loop-stages": "cross_entropy",
     "host-sync": "cross_entropy",
     "overlap-checks": "cross_entropy after host-sync",
 }
@@ -101,10 +102,10 @@ def test_grid_literals_two_constexprs_share_change_only_together():
     assert checked > 300
 
 
-def test_config_walks_from_the_current_configuration_and_stages_only_pipelined_loops():
+def test_config_walks_from_the_current_configuration_and_stages_only_dot_loops():
     """Proposals start next to the current launch (one knob doubled or halved), so a parent's
-    neighbours are proposed before far-off favourites; `num_stages` is proposed only for a loop
-    Triton pipelines, and only after every tile and warp count."""
+    neighbours are proposed before far-off favourites; the launch's `num_stages` is proposed only
+    where it changes the code, a loop feeding `tl.dot` (a streaming loop is `loop-stages`' job)."""
     import math
 
     task, source = example("col_sum")
@@ -116,12 +117,12 @@ def test_config_walks_from_the_current_configuration_and_stages_only_pipelined_l
     assert max(steps[:12]) <= 3 < max(steps[12:])  # the first twelve stay within a few doublings
     assert {"BLOCK_M": 32, "BLOCK_N": 128, "num_warps": 4} in [m.knobs for m in unrolled[:12]]
 
-    task, source = example("cross_entropy")  # a runtime `range` loop: stages come after the rest
+    task, source = example("cross_entropy")  # a runtime `range` loop without a dot: no stages
     looped = propose("config", task, source)
-    staged = [i for i, m in enumerate(looped) if m.knobs.get("num_stages", 3) != 3]
-    same_stages = [i for i, m in enumerate(looped) if m.knobs.get("num_stages", 3) == 3]
-    assert staged and same_stages and max(same_stages) < min(staged)
-    assert {"BLOCK_SIZE": 2048, "num_warps": 4, "num_stages": 3} == looped[0].knobs
+    assert looped and all("num_stages" not in m.knobs for m in looped)
+    assert {"BLOCK_SIZE": 2048, "num_warps": 4} == looped[0].knobs
+    task, source = example("matmul")  # a dot loop: stages too
+    assert any("num_stages" in m.knobs for m in propose("config", task, source))
 
 
 LAUNCHER_CONSTANT = '''import torch
@@ -337,10 +338,32 @@ def test_coarsen_atomics_only_where_programs_meet_in_the_same_output():
     assert propose("coarsen-atomics", task_c, coarse.source) == []  # already coarsened: it sums an accumulator
 
 
+def test_loop_stages_pipelines_streaming_loops_and_leaves_dot_loops_to_the_launch():
+    """Triton 3.6 pipelines a loop without `tl.dot` only through `tl.range(..., num_stages=S)`:
+    every such loop of the kernel gets the same depth, Triton's default first; a dot loop, an
+    unrolled loop and a loop that loads nothing are left alone."""
+    task, source = example("cross_entropy")
+    proposals = propose("loop-stages", task, source)
+    loops = source.count("in range(")
+    assert loops and [p.source.count("num_stages=3)") for p in proposals[:1]] == [loops]
+    assert sorted(int(p.source.split("num_stages=")[1][0]) for p in proposals) == [2, 3, 4, 5, 6]
+    deeper = propose("loop-stages", task, proposals[0].source)  # from 3: the neighbours first
+    assert [d.source.count("num_stages=3)") for d in deeper] == [0] * 4
+    assert [int(d.source.split("num_stages=")[1][0]) for d in deeper][:2] in ([2, 4], [4, 2])
+    assert propose("loop-stages", *example("matmul")) == []  # a dot loop: the launch's stages pipeline it
+    assert propose("loop-stages", *example("col_sum")) == []  # no loop
+    task_c, col_sum = example("col_sum")
+    assert propose("loop-stages", task_c, propose("coarsen-atomics", task_c, col_sum)[0].source) == []  # unrolled
+    task_k = Task("config", "/tmp/k.py", "k", "run", "/tmp/k.py", "run", "/tmp/k.py:run")
+    no_load = BLOCK_SUM.replace("    partial = tl.sum(x.to(tl.float32), axis=0)\n",
+                                "    partial = tl.sum(x.to(tl.float32), axis=0)\n    for i in range(n):\n        partial += i\n")
+    assert "for i in range(n):" in no_load and propose("loop-stages", task_k, no_load) == []
+
+
 def test_own_columns_loops_over_the_grid_axis_it_can_count():
     task = Task("config", "/tmp/k.py", "k", "run", "/tmp/k.py", "run", "/tmp/k.py:run")
     (p,) = propose("own-columns", task, BLOCK_SUM)
-    assert "for pid in range(1, tl.cdiv(n, BLOCK)):" in p.source and "k[(1,)](x, out" in p.source
+    assert "for pid in tl.range(1, tl.cdiv(n, BLOCK), num_stages=3):" in p.source and "k[(1,)](x, out" in p.source
     assert "tl.store(out_ptr, partial)" in p.source and "atomic_add" not in p.source
     # the grid's block count must be the kernel's own: the same bound and the block's constexpr
     assert propose("own-columns", task, BLOCK_SUM.replace("triton.cdiv(x.numel(), 256)", "triton.cdiv(x.numel(), 128)")) == []
@@ -353,7 +376,7 @@ def test_own_columns_loops_over_the_grid_axis_it_can_count():
     task_c, col_sum = example("col_sum")
     (own,) = propose("own-columns", task_c, col_sum)
     assert "grid = (triton.cdiv(n_cols, 64), 1)" in own.source
-    assert "for pid_m in range(1, tl.cdiv(n_rows, BLOCK_M)):" in own.source
+    assert "for pid_m in tl.range(1, tl.cdiv(n_rows, BLOCK_M), num_stages=3):" in own.source
     assert propose("own-columns", task_c, own.source) == []  # no atomic left
     assert propose("own-columns", task_c, propose("coarsen-atomics", task_c, col_sum)[0].source) == []
     cleaned = propose("launcher-cleanup", task_c, own.source)

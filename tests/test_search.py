@@ -96,11 +96,10 @@ def test_dispatch_variant_is_correct_on_both_sides(pool):
     cases = [CaseLaunches(str(s), [], entry_args=[ArgSpec("arg0", "ptr", shape=list(s), numel=s[0] * s[1])])
              for s in [(5, 33), (3, 1500)]]
     choice = dispatch.best_split(cases, {"a": [1.3, 1.0], "b": [1.0, 1.4]}, ["x"])
-    assert choice is not None and (choice.a, choice.b) == ("a", "b")
-    split = choice.split
-    assert split.expr == "{0}.shape[1]" and split.threshold == 33
-    merged = dispatch.build(a.source, b.source, task.kernel, task.entry, split)
-    assert "def softmax_bucket(" in merged and "def softmax_kernel_bucket(" in merged
+    assert choice is not None and choice.variants == ("a", "b")
+    assert choice.feature == "{0}.shape[1]" and choice.thresholds == (33,)
+    merged = dispatch.build([a.source, b.source], task.kernel, task.entry, choice.feature, choice.thresholds)
+    assert "def softmax_bucket1(" in merged and "def softmax_kernel_bucket1(" in merged
     assert "if x.shape[1] > 33:" in merged
     report = verify(pool, task, merged, "cpu")
     assert report.accepted, report.message
@@ -115,11 +114,40 @@ def test_dispatch_split_is_scored_on_every_case_not_on_per_case_winners():
              for s in shapes]
     speedups = {"a": [1.00, 1.190, 1.58], "b": [1.21, 1.191, 1.26], "c": [1.21, 1.18, 1.26]}
     choice = dispatch.best_split(cases, speedups, ["x"])
-    assert choice is not None and (choice.a, choice.b) == ("b", "a")
-    assert (choice.split.expr, choice.split.threshold, choice.split.above) == ("{0}.shape[1]", 4096, True)
+    assert choice is not None and choice.variants == ("b", "a")
+    assert (choice.feature, choice.thresholds) == ("{0}.shape[1]", (4096,))
     assert choice.speedup == pytest.approx((1.21 * 1.191 * 1.58) ** (1 / 3))
     # no split is worth a dispatch when one variant is within the margin everywhere
     assert dispatch.best_split(cases, {"a": [1.2, 1.2, 1.2], "b": [1.205, 1.2, 1.2]}, ["x"]) is None
+
+
+def test_dispatch_gives_a_middle_size_its_own_bucket(pool):
+    """Run AG's col_sum tilings (H200, structure probe): one program per column strip wins the
+    middle shape (16384x4096, 2.87x) and loses both others to the coarsened atomics, so no single
+    threshold separates the winners; three buckets do, and the middle one is guarded on both
+    sides. A third bucket that gains less than the margin over two is not taken."""
+    shapes = [(16384, 4096), (65536, 1024), (1024, 65536)]
+    cases = [CaseLaunches(str(s), [], entry_args=[ArgSpec("arg0", "ptr", shape=list(s), numel=s[0] * s[1])])
+             for s in shapes]
+    speedups = {"atomics": [2.69, 2.70, 2.61], "own": [2.87, 0.85, 2.30]}
+    choice = dispatch.best_split(cases, speedups, ["x"])
+    assert choice is not None and choice.variants == ("atomics", "own", "atomics")
+    assert choice.feature == "{0}.shape[1]" and choice.thresholds == (1024, 4096)
+    assert choice.speedup == pytest.approx((2.87 * 2.70 * 2.61) ** (1 / 3))
+    assert [choice.bucket_of(s[1]) for s in shapes] == [1, 0, 2]
+    assert dispatch.best_split(cases, {"atomics": [2.69, 2.70, 2.61], "own": [2.70, 0.85, 2.30]}, ["x"]) is None
+
+    task = find_task(EXAMPLES / "ops" / "col_sum.py", "col_sum_kernel")
+    source = open(task.file).read()
+    muts = load_mutators()
+    own = next(iter(muts["own-columns"].propose(MutationContext(task, source))))
+    wide = next(p for p in muts["config"].propose(MutationContext(task, source)) if p.knobs.get("num_warps") == 8)
+    merged = dispatch.build([source, own.source, wide.source], task.kernel, task.entry, "{0}.shape[1]", (33, 200))
+    assert "if 33 < x.shape[1] <= 200:" in merged and "if x.shape[1] > 200:" in merged
+    assert "def col_sum_kernel_bucket1(" in merged and "def col_sum_kernel_bucket2(" not in merged  # same kernel
+    # the small cases (70x33, 5x130) take buckets 0 and 1 (own columns): both pass the harness
+    report = verify(pool, task, merged, "cpu")
+    assert report.accepted, report.message
 
 
 def test_final_ab_covers_the_best_and_its_closest_rivals(pool, tmp_path):
@@ -255,11 +283,60 @@ def test_dispatch_ingredients_include_quick_timed_candidates_on_a_gpu(pool, tmp_
     search._dispatch()
     assert [n.dispatch for n in built] == [True] and built[0].parent == "lead"
     assert "dispatch(config | single-pass)" == built[0].origin
+    assert "`single-pass` where x.shape[1] > " in built[0].description
     # a candidate the cost model ranked out was never timed: not an ingredient
     built.clear()
     stone.quick_timing, stone.outcome = None, "pruned"
     search._dispatch()
     assert built == []
+
+
+def test_a_shape_winner_is_kept_expanded_and_its_climb_is_progress(pool, tmp_path):
+    """Results are dispatched per shape, so a structure that wins one shape is kept by the
+    halving and expanded however it does on the geomean, and a structure still climbing is not
+    stagnation. H200 col_sum (run AH): one program per column strip quick-timed 0.46x overall
+    (0.10x on 65536x1024, 2.69x on 1024x65536, ahead of every coarsened variant there), was
+    pruned, and the search stopped after 136 of its 300 s on the best variant alone."""
+    from kernelbrain.engine.evaluate.messages import CaseTiming, Specialize, TimingResult
+    from kernelbrain.engine.evaluate.stats import geomean
+    from kernelbrain.engine.search.engine import Node, halve
+
+    ws = workspace(tmp_path)
+    task = find_task(ws / "ops" / "col_sum.py", "col_sum_kernel")
+    source = open(task.file).read()
+    search = Search(task, device="cuda:0", budget=Budget(wall_s=60), store=Store(ws), pool=pool)
+    original = Node("original", source, "original", "", None, outcome="verified")
+    original.spec = pool.call("compile:0", Specialize(task, None, seed=0), 120.0)
+    search.nodes["original"] = original
+    search.labels = [c.label for c in original.spec.cases]
+
+    def timing(per_case):
+        return TimingResult([CaseTiming(lbl, 1.0, 1.0 / x, x, x, x, 0.0, 0.01, "faster", 10, False)
+                             for lbl, x in zip(search.labels, per_case)], geomean(per_case), "faster")
+
+    def node(name, origin, per_case, outcome="verified"):
+        n = Node(name, source + f"# {name}\n", origin, "", "original", outcome=outcome)
+        if outcome == "verified":
+            n.timing = timing(per_case)
+        else:
+            n.quick_timing = timing(per_case)
+        search.nodes[name] = n
+        return n
+
+    for i, origin in enumerate(["coarsen-atomics+config", "coarsen-atomics+hints", "coarsen-atomics+config+hints",
+                                "hints+coarsen-atomics", "coarsen-atomics+int64-offsets"]):
+        node(f"c{i}", origin, [2.7 - i * 0.01, 2.7 - i * 0.01, 2.6 - i * 0.01])
+    own = node("own", "own-columns+config", [0.4, 0.1, 2.69], outcome="stone")
+    parents = search._parents()
+    assert own in parents and len(parents) == 6  # five by the geomean and structure, plus case 3's leader
+    ranked = [search.nodes[k] for k in ("c0", "c1", "c2", "own")]
+    kept, dropped = halve(ranked, 2, search._case_speedups)
+    assert own in kept and search.nodes["c2"] in dropped  # same last step as c0, and no shape's best
+
+    before = (search.best_speedup, search._per_shape_best(), search._structure_bests())
+    assert not search._progressed(*before)
+    own.quick_timing = timing([0.8, 0.1, 2.69])  # retuned: twice as fast on the first case, still no shape's best
+    assert search._per_shape_best() == pytest.approx(before[1]) and search._progressed(*before)
 
 
 def test_dry_runs_draw_a_launchers_cpu_inputs_once_per_worker(pool, tmp_path):

@@ -10,7 +10,7 @@ from __future__ import annotations
 import ast
 
 from .base import Mutation, MutationContext, mutator
-from .config_space import candidates, launch_knobs, ordered, tile_params
+from .config_space import candidates, launch_knobs, launch_stages_matter, ordered, tile_params
 from .edits import Edits
 
 N_CONFIGS = 6
@@ -37,7 +37,7 @@ def propose(ctx: MutationContext):
     if len(static) != len(tiles):
         return  # a tile computed from the input (e.g. the whole row) is not a free knob
     uses_dot = kv.uses("dot")
-    pipelined = bool(kv.pipelined_loops())
+    pipelined = launch_stages_matter(kv)
     current = lk.current(pipelined or uses_dot)
     options = ordered(candidates(lk, uses_dot, pipelined), current, uses_dot)
     ties = {t: nodes for t, nodes in lk.ties.items() if t in static}  # the others keep their literals

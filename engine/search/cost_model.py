@@ -116,8 +116,9 @@ class DeviceModel:
     # stages 3 or exponent 1.0 fit worse); the verified variants of runs H, P, S, Z unchanged
     # (bench/cost_model_fit.py).
     dot_tall_tile_factor: float = 0.85
-    # A row-looping program wider than 4 warps streams slower than its bytes in flight say, by
-    # (warps / 4) ** this. H200 cross_entropy (structure probe, run R), the same elements a thread
+    # A row-looping program wider than 4 warps in a grid of more than one wave streams slower
+    # than its bytes in flight say, by (warps / 4) ** this (under one wave the bytes in flight
+    # alone: col_sum's own column strips ran fastest at 8 warps, run AG). H200 cross_entropy (structure probe, run R), the same elements a thread
     # at 16 warps against 4: 4096 wide 102.0 us vs 1024 wide 90.6, 8192 108.3 vs 2048 83.0
     # (1.13-1.30x slower), which the model without it estimated 1.5x faster; 0.3 levels them.
     # Spearman rho on cross_entropy's searches: runs T / S 0.64 / 0.58 -> 0.85 / 0.77, K / H
@@ -142,6 +143,19 @@ class DeviceModel:
     # over 8 quick-rung sets mean 0.80 -> 0.80 (gelu 0.78 -> 0.88, softmax AC 0.82 -> 0.70);
     # in sample, not yet run in a GPU search (bench/cost_model_fit.py).
     under_wave_exponent: float = 0.0
+    # A streaming loop pipelined S stages deep (`tl.range(..., num_stages=S)`) keeps S - 1 tiles
+    # of loads in flight per program: the stream counts (S - 1) ** this tiles. Without it a loop
+    # has one (the launch's stages do not reach loops without a dot: `loop-stages`). And what
+    # one SM's programs stream is capped (GB/s): a grid of few programs is bound by it whatever
+    # it keeps in flight. H200 col_sum, one program per column strip (run AG, 64 programs on
+    # 16384x4096): 256 x 64 tiles at 8 warps took 159 / 45 / 37 / 36 us at 1 / 3 / 4 / 5 stages,
+    # 56 GB/s a program at best; 16 programs (65536x1024) 67 GB/s. Spearman rho over AG's 135
+    # tilings, 16384x4096, 0.32 -> 0.67 with these two, the loaded element size (below) and the
+    # wide-program charge for grids over one wave only (exponent 0.5 / 0.75: 0.66-0.67, cap 50
+    # GB/s 0.70); the verified and quick-rung sets of runs S-AH move by at most 0.02 but for
+    # cross_entropy S, 0.99 -> 0.81 (n=6; its latest, AD, 0.81 either way; bench/cost_model_fit.py).
+    loop_prefetch_exponent: float = 1.0
+    sm_stream_gbps: float = 65.0
     max_warps_per_sm: int = 64
     max_blocks_per_sm: int = 32
     regs_per_sm: int = 65536
@@ -159,6 +173,7 @@ class KernelShape:
     loops: int  # runtime loops (a `tl.static_range` loop is unrolled: not one)
     loads_per_iteration: int
     trips: list[tuple[str, str]]  # per runtime `range` loop: (stop, step) expressions
+    loop_stages: list[str]  # per runtime loop: its `num_stages` expression ("1": not pipelined)
     unrolled: list[tuple[str, int]]  # per `tl.static_range` loop: (extent expression, loads in its body)
     grouped: bool
     atomic_calls: int  # atomic updates per program
@@ -256,6 +271,7 @@ def kernel_shape(source: str, kernel: str, constexprs: dict) -> KernelShape | No
                 and c.func.attr == name]
 
     trips: list[tuple[str, str]] = []
+    loop_stages: list[str] = []
     unrolled: list[tuple[str, int]] = []
     # A straight-line load with the same address expression as a load in a loop is that loop's
     # first iteration peeled off (what `own-columns` writes), not a pass of its own.
@@ -271,7 +287,10 @@ def kernel_shape(source: str, kernel: str, constexprs: dict) -> KernelShape | No
             is_loop = False
         elif kind == "range" and args:
             trips.append((ast.unparse(args[0] if len(args) == 1 else args[1]),
-                          ast.unparse(args[2]) if len(args) == 3 else "1"))
+                          ast.unparse(args[2]) if len(args) >= 3 else "1"))
+            stages = next((k.value for k in stmt.iter.keywords if k.arg == "num_stages"),  # type: ignore[attr-defined]
+                          args[3] if len(args) > 3 else None)
+            loop_stages.append(ast.unparse(stages) if stages is not None else "1")
         loops += is_loop
         params_here: set[str] = set()
         for c in calls(stmt, "load") if id(stmt) not in peeled else []:
@@ -318,8 +337,15 @@ def kernel_shape(source: str, kernel: str, constexprs: dict) -> KernelShape | No
         per_element, per_program = specials[1] / tile_loads[1], specials[0]
     else:
         per_element, per_program = specials[0] / max(tile_loads[0], 1), 0
-    return KernelShape(passes, stores, atomics, kv.uses("dot"), loops, loads_per_iter, trips, unrolled, grouped,
-                       atomic_calls, atomic_widths, contiguous, tile_passes, per_element, per_program)
+    return KernelShape(passes, stores, atomics, kv.uses("dot"), loops, loads_per_iter, trips, loop_stages, unrolled,
+                       grouped, atomic_calls, atomic_widths, contiguous, tile_passes, per_element, per_program)
+
+
+def _int(text: str) -> int | None:
+    try:
+        return int(text)
+    except ValueError:
+        return None
 
 
 def _prod(xs) -> int:
@@ -368,7 +394,10 @@ def launch_time_us(rec: LaunchRecord, facts: CompiledFacts | None, shape: Kernel
     # the share of the units a partial wave keeps busy (tensor cores, special functions)
     wave_eff = waves / math.ceil(waves) if waves > 1 else min(1.0, waves) ** 0.25
     sizes = {a.name: a.nbytes for a in rec.args if a.kind == "ptr"}
-    elem = max((a.nbytes // max(a.numel, 1) for a in rec.args if a.kind == "ptr" and a.numel), default=2)
+    # the element size of what the loads stream (col_sum loads bf16 and stores fp32)
+    loaded = [a for a in rec.args if a.kind == "ptr" and a.numel and a.name in shape.passes] or \
+        [a for a in rec.args if a.kind == "ptr" and a.numel]
+    elem = max((a.nbytes // a.numel for a in loaded), default=2)
     tile = _tile_elems(rec, tiles)
     dram = 0.0
     for p, n in shape.passes.items():
@@ -388,9 +417,15 @@ def launch_time_us(rec: LaunchRecord, facts: CompiledFacts | None, shape: Kernel
     runs = [values[b] * elem for b in shape.contiguous if isinstance(values.get(b), int)]
     short_runs = min(1.0, min(runs) / dev.line_bytes) ** dev.short_run_exponent if runs else 1.0
 
+    # tiles a streaming loop's pipeline has in flight (unpipelined, unrolled or loop-free: one)
+    depth = max([v for e in shape.loop_stages if isinstance(v := values.get(e, _int(e)), int)], default=1)
+    prefetched = max(1, depth - 1) ** dev.loop_prefetch_exponent if not shape.uses_dot else 1.0
+
     def stream_bw(at_once: float) -> float:  # bytes/us that `at_once` programs' loads in flight sustain
-        in_flight = at_once * tile * elem * max(1, loads)
-        return min(dev.bandwidth_gbps * 1e3, in_flight / (dev.memory_latency_us * 1e-6) / 1e6) * short_runs
+        in_flight = at_once * tile * elem * max(1, loads) * prefetched
+        busy_sms = min(dev.sms, max(at_once, 1.0))
+        return min(dev.bandwidth_gbps * 1e3, busy_sms * dev.sm_stream_gbps * 1e3,
+                   in_flight / (dev.memory_latency_us * 1e-6) / 1e6) * short_runs
 
     bw = stream_bw(min(resident, programs))
     if waves > 1:
@@ -424,7 +459,7 @@ def launch_time_us(rec: LaunchRecord, facts: CompiledFacts | None, shape: Kernel
         compute_us = flops / (dev.bf16_tflops * 1e6 * dot_efficiency(tiles_cfg, rec.num_warps, rec.num_stages,
                                                                      shape.grouped, dev)) / max(wave_eff, 0.05)
     slowdown = 1 + min(dev.spill_max, (facts.n_spills or 0) / 256) if facts else 1.0  # register spills
-    if shape.loops and not shape.uses_dot and rec.num_warps > 4:
+    if shape.loops and not shape.uses_dot and rec.num_warps > 4 and waves > 1:
         slowdown *= (rec.num_warps / 4) ** dev.wide_program_exponent
     widths = [values[w] for w in shape.atomic_widths if isinstance(values.get(w), int)]
     lanes = rec.num_warps * max(widths, default=64)

@@ -1,26 +1,20 @@
 """Dispatch across shape buckets: when the best variant differs between cases, one module that
 calls each winner's launcher for the cases it wins, behind a size test in the entry.
 
-The size test is one feature (a dimension or element count of an argument) and a threshold, chosen
-with the two variants so that the pair's geomean speedup over all cases is the best; it is a
-dispatch guard, so the policy gate allows it.
+The size test is one feature (a dimension or element count of an argument) and one threshold
+per boundary between buckets, chosen with each bucket's variant so that the geomean speedup
+over all cases is the best; it is a dispatch guard, so the policy gate allows it.
 """
 
 from __future__ import annotations
 
 import ast
+import itertools
 from dataclasses import dataclass
 
 from ..evaluate.messages import CaseLaunches
 from ..evaluate.stats import geomean
 from ..mutate.edits import Edits
-
-
-@dataclass(frozen=True)
-class Split:
-    expr: str  # e.g. "x.shape[1]"
-    threshold: int
-    above: bool  # the second variant takes cases whose feature is above the threshold
 
 
 def _features(case: CaseLaunches, params: list[str]) -> dict[str, int]:
@@ -38,12 +32,17 @@ def _features(case: CaseLaunches, params: list[str]) -> dict[str, int]:
 
 @dataclass(frozen=True)
 class Choice:
-    """Two variants and the split between them, with the geomean speedup the pair reaches."""
+    """Variants per shape bucket along one size feature, with the geomean speedup they reach.
+    Bucket i < len(thresholds) takes the cases whose feature is at most thresholds[i] (and above
+    the threshold before it); the last bucket takes the rest. Neighbouring buckets differ."""
 
-    a: str  # takes the cases on or below the threshold
-    b: str  # takes the cases above it
-    split: Split
+    variants: tuple[str, ...]
+    feature: str  # e.g. "{0}.shape[1]": the entry's first argument's innermost dimension
+    thresholds: tuple[int, ...]
     speedup: float
+
+    def bucket_of(self, value: int) -> int:
+        return next((i for i, t in enumerate(self.thresholds) if value <= t), len(self.thresholds))
 
 
 def _geomean(xs: list[float]) -> float:
@@ -53,13 +52,17 @@ def _geomean(xs: list[float]) -> float:
 
 def best_split(cases: list[CaseLaunches], speedups: dict[str, list[float]], entry_params: list[str],
                margin: float = 0.01) -> Choice | None:
-    """The pair of variants and the size split that together give the best geomean speedup, if
-    that beats the best single variant by `margin`.
+    """The shape buckets along one size feature, and the variant for each, that together give
+    the best geomean speedup, if that beats the best single variant by `margin`; each further
+    bucket must pay for itself by `margin` too.
 
-    Every (feature, threshold, low variant, high variant) is scored on the per-case speedups, so
-    near-ties between variants cannot put a case in the wrong bucket. (Assigning each case to its
-    own winner first and then looking for a separating size did: on an H200 softmax search a
-    0.1% tie on one case moved the 4096-wide rows to the variant 21% slower there.)
+    Every (feature, cut points) is scored with each bucket's best variant on the per-case
+    speedups of that bucket, so near-ties between variants cannot put a case in the wrong bucket.
+    (Assigning each case to its own winner first and then looking for a separating size did: on
+    an H200 softmax search a 0.1% tie on one case moved the 4096-wide rows to the variant 21%
+    slower there.) More than two buckets because a middle size can want its own structure: H200
+    col_sum, one program per column strip wins 16384x4096 and loses 65536x1024 (16 programs)
+    and 1024x65536 to the coarsened atomics (run AG, structure probe).
     """
     n = len(cases)
     feats = [_features(c, entry_params) for c in cases]
@@ -72,21 +75,33 @@ def best_split(cases: list[CaseLaunches], speedups: dict[str, list[float]], entr
     def best_on(side: list[bool]) -> str:  # ties: the better variant overall, then the id
         return max(rows, key=lambda k: (_geomean([x for x, s in zip(rows[k], side) if s]), overall[k], k))
 
-    best: Choice | None = None
+    by_count: dict[int, Choice] = {}  # the best choice with this many buckets
     for name in feats[0]:
         values = [f.get(name) for f in feats]
         if any(v is None for v in values):
             continue
-        for t in sorted(set(values))[:-1]:  # type: ignore[type-var]
-            low = [v <= t for v in values]  # type: ignore[operator]
-            best_low, best_high = best_on(low), best_on([not lo for lo in low])
-            if best_low == best_high:
-                continue
-            g = _geomean([rows[best_low][i] if low[i] else rows[best_high][i] for i in range(n)])
-            if best is None or g > best.speedup * (1 + 1e-9):  # the first feature wins a tie
-                best = Choice(best_low, best_high, Split(name, int(t), True), g)  # type: ignore[arg-type]
-    if best is None or best.speedup < single * (1 + margin):
-        return None
+        cuts = sorted(set(values))[:-1]  # type: ignore[type-var]
+        for r in range(1, len(cuts) + 1):
+            for chosen in itertools.combinations(cuts, r):
+                bounds = list(chosen)
+                bucket = [next((i for i, t in enumerate(bounds) if v <= t), len(bounds)) for v in values]
+                names = [best_on([b == i for b in bucket]) for i in range(len(bounds) + 1)]
+                # neighbouring buckets with one variant are one bucket
+                merged_names, merged_bounds = [names[0]], []
+                for t, nm in zip(bounds, names[1:]):
+                    if nm != merged_names[-1]:
+                        merged_bounds.append(t)
+                        merged_names.append(nm)
+                if len(merged_names) < 2:
+                    continue
+                g = _geomean([rows[names[b]][i] for i, b in enumerate(bucket)])
+                k = len(merged_names)
+                if k not in by_count or g > by_count[k].speedup * (1 + 1e-9):  # the first feature wins a tie
+                    by_count[k] = Choice(tuple(merged_names), name, tuple(int(t) for t in merged_bounds), g)
+    best, best_speedup = None, single
+    for k in sorted(by_count):
+        if by_count[k].speedup >= best_speedup * (1 + margin):
+            best, best_speedup = by_count[k], by_count[k].speedup
     return best
 
 
@@ -94,46 +109,52 @@ def _top(tree: ast.Module) -> dict[str, ast.stmt]:
     return {n.name: n for n in tree.body if isinstance(n, (ast.FunctionDef, ast.ClassDef))}
 
 
-def build(source_a: str, source_b: str, kernel: str, entry: str, split: Split) -> str | None:
-    """Module A with B's launcher (and kernel, when it differs) added under new names, and A's
-    entry dispatching to it on one side of the split."""
-    tree_a, tree_b = ast.parse(source_a), ast.parse(source_b)
-    top_a, top_b = _top(tree_a), _top(tree_b)
-    entry_a, entry_b = top_a.get(entry), top_b.get(entry)
-    if not isinstance(entry_a, ast.FunctionDef) or not isinstance(entry_b, ast.FunctionDef):
+def build(sources: list[str], kernel: str, entry: str, feature: str, thresholds: tuple[int, ...]) -> str | None:
+    """The first bucket's module with every other bucket's launcher (and kernel, where it differs
+    from the first's) added under numbered names, and its entry dispatching to them by
+    `feature` (e.g. "{0}.shape[1]") against `thresholds` (see `Choice`)."""
+    base_tree = ast.parse(sources[0])
+    top_a = _top(base_tree)
+    entry_a = top_a.get(entry)
+    if not isinstance(entry_a, ast.FunctionDef) or len(sources) != len(thresholds) + 1:
         return None
     params = [a.arg for a in entry_a.args.args]
-    feature = split.expr
     for i, p in enumerate(params):
         feature = feature.replace(f"{{{i}}}", p)
     if "{" in feature:
         return None
-    bucket_entry = f"{entry}_bucket"
-    bucket_kernel = f"{kernel}_bucket"
-    same_kernel = ast.dump(top_a.get(kernel)) == ast.dump(top_b.get(kernel))  # type: ignore[arg-type]
-    seg_b = source_b.splitlines()
-
-    def text_of(node: ast.stmt) -> str:
-        first = node.decorator_list[0].lineno if getattr(node, "decorator_list", None) else node.lineno
-        return "\n".join(seg_b[first - 1: node.end_lineno])
-
-    added = []
-    if not same_kernel:
-        added.append(text_of(top_b[kernel]).replace(f"def {kernel}(", f"def {bucket_kernel}(", 1))
-    launcher = text_of(entry_b).replace(f"def {entry}(", f"def {bucket_entry}(", 1)
-    if not same_kernel:
-        launcher = launcher.replace(f"{kernel}[", f"{bucket_kernel}[")
-    added.append(launcher)
-    for name, node in top_b.items():  # helpers B needs that A lacks
-        if name not in top_a and name not in (kernel, entry):
-            added.append(text_of(node))
-    op = ">" if split.above else "<="
     call_args = ", ".join(params)
-    edits = Edits(source_a)
+    known = set(top_a)
+    added, guards = [], []
+    for i, source in enumerate(sources[1:], start=1):
+        top_b = _top(ast.parse(source))
+        entry_b = top_b.get(entry)
+        if not isinstance(entry_b, ast.FunctionDef):
+            return None
+        lines = source.splitlines()
+
+        def text_of(node: ast.stmt) -> str:
+            first = node.decorator_list[0].lineno if getattr(node, "decorator_list", None) else node.lineno
+            return "\n".join(lines[first - 1: node.end_lineno])
+
+        bucket_entry, bucket_kernel = f"{entry}_bucket{i}", f"{kernel}_bucket{i}"
+        same_kernel = ast.dump(top_a.get(kernel)) == ast.dump(top_b.get(kernel))  # type: ignore[arg-type]
+        launcher = text_of(entry_b).replace(f"def {entry}(", f"def {bucket_entry}(", 1)
+        if not same_kernel:
+            added.append(text_of(top_b[kernel]).replace(f"def {kernel}(", f"def {bucket_kernel}(", 1))
+            launcher = launcher.replace(f"{kernel}[", f"{bucket_kernel}[")
+        added.append(launcher)
+        for name, node in top_b.items():  # helpers this bucket needs that the module lacks
+            if name not in known and name not in (kernel, entry):
+                known.add(name)
+                added.append(text_of(node))
+        low = f"{thresholds[i - 1]} < {feature}"
+        test = f"{low} <= {thresholds[i]}" if i < len(thresholds) else f"{feature} > {thresholds[i - 1]}"
+        guards.append(f"if {test}:  # shape bucket {i}: another variant wins here\n    return {bucket_entry}({call_args})")
+    edits = Edits(sources[0])
     first_stmt = entry_a.body[0]
     if isinstance(first_stmt, ast.Expr) and isinstance(first_stmt.value, ast.Constant) and len(entry_a.body) > 1:
         first_stmt = entry_a.body[1]  # after the docstring
-    edits.insert_before(first_stmt, f"if {feature} {op} {split.threshold}:  # shape bucket: the other variant wins here\n"
-                                    f"    return {bucket_entry}({call_args})")
+    edits.insert_before(first_stmt, "\n".join(guards))
     edits.insert_after(entry_a, "\n\n\n" + "\n\n\n".join(added))
     return edits.apply()

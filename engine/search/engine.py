@@ -75,20 +75,38 @@ END_RESERVE_MAX_S = 30.0
 PREWARM_WAIT_S = 60.0  # longest the GPU waits for a candidate's ahead-of-time compiles
 
 
+def _bucket_text(feature: str, thresholds: tuple[int, ...], i: int) -> str:
+    """Which sizes bucket i of a dispatch takes (see `dispatch.Choice`)."""
+    if i == 0:
+        return f"where {feature} <= {thresholds[0]}"
+    if i == len(thresholds):
+        return f"where {feature} > {thresholds[-1]}"
+    return f"where {thresholds[i - 1]} < {feature} <= {thresholds[i]}"
+
+
 def structure(origin: str) -> tuple[str, ...]:
     """The structural rewrites in a variant's chain of mutators (configuration changes aside)."""
     return tuple(step for step in origin.split("+") if step not in ("config", "original"))
 
 
-def halve(ranked: list[Node], keep: int) -> tuple[list[Node], list[Node]]:
+def halve(ranked: list[Node], keep: int, per_case: Callable[[Node], list[float]] | None = None
+          ) -> tuple[list[Node], list[Node]]:
     """Successive halving (kept, dropped) that keeps the best of every mutator beside the top
     `keep`: a rewrite that is modest alone (dropping a zero-fill) or slower until tuned (single
-    pass at the original's warps: 0.92x on the quick rung of an H200) composes with the others."""
+    pass at the original's warps: 0.92x on the quick rung of an H200) composes with the others.
+    With `per_case` (a node's speedups per case) it keeps the best on each case too: results are
+    dispatched per shape, and a structure that wins one shape can lose the geomean badly (H200
+    col_sum, one program per column strip: 2.69x on 1024x65536, 0.10x on 65536x1024; run AH)."""
     kept, dropped = ranked[:keep], []
     last_steps = {n.origin.split("+")[-1] for n in kept}
+    leaders = set()
+    if per_case is not None:
+        values = {n.id: per_case(n) for n in ranked}
+        for i in range(max((len(v) for v in values.values()), default=0)):
+            leaders.add(max(ranked, key=lambda n: values[n.id][i] if len(values[n.id]) > i else 0.0).id)
     for node in ranked[keep:]:
         last = node.origin.split("+")[-1]
-        if last not in last_steps:
+        if last not in last_steps or node.id in leaders:
             last_steps.add(last)
             kept.append(node)
         else:
@@ -513,18 +531,78 @@ class Search:
         """The best verified variants (and stepping stones), plus the best of every other
         structure (its chain of structural rewrites): a single-pass softmax at 0.93x with the
         original's warps needs the configuration space before it wins, and would never be
-        expanded among the top three."""
-        expandable = [n for n in self.nodes.values() if n.expandable and (ignore_expanded or not n.expanded)]
+        expanded among the top three. Plus the best on each case, which a dispatching variant
+        can use: one program per column strip of col_sum needs deeper pipelines before it wins
+        16384x4096, and loses the geomean all the while (H200, run AH)."""
+        expandable = [n for n in self.nodes.values() if n.expandable]
         expandable.sort(key=lambda n: (-(self._score(n) or (1.0 if n.id == "original" else 0.0)), n.id))
-        parents = expandable[:PARENTS_PER_GENERATION]
+        fresh = [n for n in expandable if ignore_expanded or not n.expanded]
+        parents = fresh[:PARENTS_PER_GENERATION]
         structures = {structure(n.origin) for n in parents}
-        for node in expandable[PARENTS_PER_GENERATION:]:
+        for node in fresh[PARENTS_PER_GENERATION:]:
             if len(parents) >= MAX_PARENTS:
                 break
             if structure(node.origin) not in structures:
                 structures.add(structure(node.origin))
                 parents.append(node)
+        for leader in self._case_leaders(expandable):
+            if leader not in parents and (ignore_expanded or not leader.expanded):
+                parents.append(leader)
         return parents
+
+    def _case_speedups(self, node: Node) -> list[float]:
+        return [c.speedup for c in self._per_case(node)]
+
+    def _case_leaders(self, nodes: list[Node]) -> list[Node]:
+        """The fastest of `nodes` on each case (in case order, without repeats)."""
+        leaders: list[Node] = []
+        for i in range(len(self.labels or [])):
+            timed = [(v[i], n) for n in nodes if n.id != "original" and len(v := self._case_speedups(n)) > i]
+            if timed:
+                leader = max(timed, key=lambda f: f[0])[1]  # the first of equals: `nodes` order
+                if leader not in leaders:
+                    leaders.append(leader)
+        return leaders
+
+    def _dispatch_ingredients(self) -> list[Node]:
+        """Per-case figures of one kind only: measured ones on a GPU (an estimate is not
+        comparable with a measurement), estimates on the CPU. On a GPU the ingredients include
+        candidates only quick-timed (stepping stones, the lower half): a variant that loses on
+        average may win one shape, and the dispatching variant is fully verified and timed as a
+        whole. (H200, rmsnorm, 12 candidates: the ladder fully verified 2, too few to find the
+        1.166x dispatch that full fidelity built from its 12; its best single variant was 1.135x.)"""
+        return [n for n in self.nodes.values() if n.id != "original" and not n.dispatch
+                and ((n.timing is not None or n.quick_timing is not None) if self.gpu else n.verified)
+                and n.outcome in ("verified", "stone", "pruned")]
+
+    def _per_shape_best(self) -> float:
+        """The geomean over cases of the best speedup on each case among the dispatch
+        ingredients: what a dispatching variant could reach. A generation that raises it by
+        IMPROVEMENT makes progress even when the best single variant stays."""
+        rows = [v for n in self._dispatch_ingredients() if len(v := self._case_speedups(n)) == len(self.labels or [])]
+        if not rows or not self.labels:
+            return 0.0
+        return geomean([max(max(r[i] for r in rows), 1e-9) for i in range(len(self.labels))])
+
+    def _structure_bests(self) -> dict[tuple[str, ...], float]:
+        """The best score of each structure among the variants and stepping stones."""
+        bests: dict[tuple[str, ...], float] = {}
+        for n in self.nodes.values():
+            if n.expandable and n.id != "original" and (score := self._score(n)) is not None:
+                bests[structure(n.origin)] = max(score, bests.get(structure(n.origin), 0.0))
+        return bests
+
+    def _progressed(self, best: float, per_shape: float, structures: dict[tuple[str, ...], float]) -> bool:
+        """Whether the last generation made progress: a better best variant, a better
+        per-shape best (what a dispatch could reach), or a structure already seen that got
+        better, each by IMPROVEMENT. A structure still climbing is not stagnation: one program
+        per column strip of col_sum went from 0.46x to 0.84x the first draft in one retuning
+        and needs a few more before it wins its shape, and a 5-minute H200 search stopped after
+        136 s on the best variant alone (run AH)."""
+        now = self._structure_bests()
+        return (self.best_speedup > best * (1 + IMPROVEMENT)
+                or self._per_shape_best() > per_shape * (1 + IMPROVEMENT)
+                or any(now.get(k, 0.0) > v * (1 + IMPROVEMENT) for k, v in structures.items()))
 
     def _proven_steps(self) -> set[str]:
         """Rewrites that made a variant faster than its parent, by the search's own scores."""
@@ -636,7 +714,7 @@ class Search:
                 ranked.append(node)
         ranked.sort(key=lambda n: (-(self._estimated_speedup(n) or 0.0), n.id))
         keep = len(ranked) if self.exhaustive else max(MIN_KEEP, math.ceil(len(ranked) * KEEP_AFTER_ESTIMATE))
-        survivors, dropped = halve(ranked, keep)
+        survivors, dropped = halve(ranked, keep, self._case_speedups)
         for node in dropped:
             self._end(node, "pruned", "estimate", "ranked-out", "the cost model ranked it below the kept half",
                       details={"estimate_us": node.estimate_us})
@@ -660,7 +738,8 @@ class Search:
                     node.quick_timing = t
                     timed.append(node)
             timed.sort(key=lambda n: (-(n.quick or 0.0), n.id))
-            smoked, dropped = halve(timed, max(MIN_KEEP - 1, math.ceil(len(timed) * KEEP_AFTER_QUICK)))
+            smoked, dropped = halve(timed, max(MIN_KEEP - 1, math.ceil(len(timed) * KEEP_AFTER_QUICK)),
+                                    self._case_speedups)
             for node in dropped:
                 self._end(node, "pruned", "quick", "ranked-out", f"quick timing {node.quick:.3f}x: below the kept half")
             # a forced candidate (the dispatching variant) always gets its full verdict
@@ -698,15 +777,7 @@ class Search:
 
     # -- dispatch ---------------------------------------------------------------------------------
     def _dispatch(self) -> None:
-        # Per-case figures of one kind only: measured ones on a GPU (an estimate is not comparable
-        # with a measurement), estimates on the CPU. On a GPU the ingredients include candidates
-        # only quick-timed (stepping stones, the lower half): a variant that loses on average may
-        # win one shape, and the dispatching variant is fully verified and timed as a whole.
-        # (H200, rmsnorm, 12 candidates: the ladder fully verified 2, too few to find the 1.166x
-        # dispatch that full fidelity built from its 12; its best single variant was 1.135x.)
-        ingredients = [n for n in self.nodes.values() if n.id != "original" and not n.dispatch
-                       and ((n.timing is not None or n.quick_timing is not None) if self.gpu else n.verified)
-                       and n.outcome in ("verified", "stone", "pruned")]
+        ingredients = self._dispatch_ingredients()
         base_spec = self.nodes["original"].spec
         if len(ingredients) < 2 or not self.labels or base_spec is None:
             return
@@ -720,19 +791,21 @@ class Search:
                 self.notes.append("winners differ between cases but no size split beats the best single "
                                   f"variant by {IMPROVEMENT:.0%}: no dispatch variant")
             return
-        a, b, split = self.nodes[choice.a], self.nodes[choice.b], choice.split
-        source = dispatch.build(a.source, b.source, self.task.kernel, self.task.entry, split)
+        parts = [self.nodes[v] for v in choice.variants]
+        source = dispatch.build([p.source for p in parts], self.task.kernel, self.task.entry, choice.feature,
+                                choice.thresholds)
         if source is None:
             return
-        node = Node(candidate_id(source), source, f"dispatch({a.origin} | {b.origin})",
-                    f"per shape bucket: `{b.origin}` where {split.expr.format(*params)} "
-                    f"{'>' if split.above else '<='} {split.threshold}, `{a.origin}` elsewhere", a.id, dispatch=True,
-                    t=self._t())
+        feature = choice.feature.format(*params)
+        buckets = "; ".join(f"`{p.origin}` {_bucket_text(feature, choice.thresholds, i)}" for i, p in enumerate(parts))
+        node = Node(candidate_id(source), source, f"dispatch({' | '.join(p.origin for p in parts)})",
+                    f"per shape bucket: {buckets}", parts[0].id, dispatch=True, t=self._t())
         if node.id in self.nodes:
             return
         if self._stopped() and "candidates" not in (self._stopped() or ""):
-            self.notes.append(f"winners differ between shape buckets ({split.expr.format(*params)} around "
-                              f"{split.threshold}), but no time was left to verify a dispatching variant")
+            self.notes.append(f"winners differ between shape buckets ({feature} around "
+                              f"{', '.join(map(str, choice.thresholds))}), but no time was left to verify a "
+                              "dispatching variant")
             return
         self._emit("rung", "verifying a dispatching variant across shape buckets")
         self._generation([node], force=True)
@@ -860,9 +933,9 @@ class Search:
                 fresh = self._propose(parents)
                 if not fresh:
                     continue
-                before = self.best_speedup
+                before = (self.best_speedup, self._per_shape_best(), self._structure_bests())
                 self._generation(fresh)
-                stagnant = 0 if self.best_speedup > before * (1 + IMPROVEMENT) else stagnant + 1
+                stagnant = 0 if self._progressed(*before) else stagnant + 1
                 if stagnant >= STAGNATION_GENERATIONS:
                     stopped = f"stagnation: no better variant in {stagnant} generations"
                     break
