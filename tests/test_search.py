@@ -335,6 +335,10 @@ def test_shape_winners_and_other_structures_are_expanded_and_a_climb_is_progress
     # three by the geomean; tuned chains of the coarsened atomics are one structure, own columns
     # another; and the second case's best
     assert parents == [search.nodes[k] for k in ("c0", "c1", "c2")] + [own, wide]
+    # an autotuned variant is no structure's walk: `config` cannot retune it
+    tuned = node("tuned", "own-columns+loop-stages+autotune", [1.0, 0.5, 2.5], outcome="stone")
+    assert own in search._parents() and tuned not in search._parents()
+    del search.nodes["tuned"]
     ranked = [search.nodes[k] for k in ("c0", "c1", "c2")] + [own, wide]
     kept, dropped = halve(ranked, 2, search._case_speedups)
     assert wide in kept and own in kept and search.nodes["c2"] in dropped  # wide: a shape's best; own: a structure's
