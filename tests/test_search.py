@@ -338,6 +338,10 @@ def test_shape_winners_and_other_structures_are_expanded_and_a_climb_is_progress
     # an autotuned variant is no structure's walk: `config` cannot retune it
     tuned = node("tuned", "own-columns+loop-stages+autotune", [1.0, 0.5, 2.5], outcome="stone")
     assert own in search._parents() and tuned not in search._parents()
+    hand = node("hand", "own-columns+loop-stages+config", [0.9, 0.5, 2.4], outcome="stone")
+    kept, _ = halve([search.nodes["c0"], tuned, hand], 1)  # its structure's best hand-tuned variant
+    assert hand in kept
+    del search.nodes["hand"]
     del search.nodes["tuned"]
     ranked = [search.nodes[k] for k in ("c0", "c1", "c2")] + [own, wide]
     kept, dropped = halve(ranked, 2, search._case_speedups)

@@ -106,22 +106,27 @@ def _autotuned(origin: str) -> bool:
 def halve(ranked: list[Node], keep: int, per_case: Callable[[Node], list[float]] | None = None
           ) -> tuple[list[Node], list[Node]]:
     """Successive halving (kept, dropped) that keeps, beside the top `keep`, the best of every
-    mutator and of every structure: a rewrite that is modest alone (dropping a zero-fill) or
-    slower until tuned (single pass at the original's warps: 0.92x on the quick rung of an H200)
-    composes with the others, and a structure's tuning goes on while another leads. With
+    mutator and of every structure (autotuned or not): a rewrite that is modest alone (dropping a
+    zero-fill) or slower until tuned (single pass at the original's warps: 0.92x on the quick
+    rung of an H200) composes with the others, and a structure's tuning goes on while another
+    leads (run AK: a column-strip tiling one doubling from the deep tiles was pruned behind an
+    autotuned variant of its structure, which `config` cannot retune). With
     `per_case` (a node's speedups per case) it keeps the best on each case too: results are
     dispatched per shape, and a structure that wins one shape can lose the geomean badly (H200
     col_sum, one program per column strip: 2.69x on 1024x65536, 0.10x on 65536x1024; run AH)."""
+    def kind(n: Node) -> tuple:  # an autotuned variant ends its structure's walk (`Search._parents`)
+        return structure(n.origin), _autotuned(n.origin)
+
     kept, dropped = ranked[:keep], []
     last_steps = {n.origin.split("+")[-1] for n in kept}
-    structures = {structure(n.origin) for n in kept}
+    structures = {kind(n) for n in kept}
     leaders = set()
     if per_case is not None:
         values = {n.id: per_case(n) for n in ranked}
         for i in range(max((len(v) for v in values.values()), default=0)):
             leaders.add(max(ranked, key=lambda n: values[n.id][i] if len(values[n.id]) > i else 0.0).id)
     for node in ranked[keep:]:
-        last, shape = node.origin.split("+")[-1], structure(node.origin)
+        last, shape = node.origin.split("+")[-1], kind(node)
         if last not in last_steps or shape not in structures or node.id in leaders:
             last_steps.add(last)
             structures.add(shape)
