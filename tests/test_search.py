@@ -250,28 +250,45 @@ def test_final_ab_keeps_the_simpler_of_variants_tied_within_noise(pool, tmp_path
     assert [n.id for n in contenders] == ["q-b", "q-c"] and [n.id for n in behind] == ["q-a", "q-d"] and below == []
 
 
-def test_dispatch_ingredients_include_quick_timed_candidates_on_a_gpu(pool, tmp_path, monkeypatch):
-    """On a GPU the ladder fully verifies few candidates; per-shape winners among those only
-    quick-timed still make a dispatching variant (itself then verified in full). H200 rmsnorm,
-    12 candidates: full fidelity built a 1.166x dispatch, the ladder stopped at 1.135x."""
-    from kernelbrain.engine.evaluate.messages import CaseTiming, Specialize, TimingResult
+def gpu_search_with_original(pool, tmp_path, op: str):
+    """(search, task, source): a search as on a GPU (never started) whose original is dry-run,
+    for tests that set the per-case timings of its nodes by hand."""
+    from kernelbrain.engine.evaluate.messages import Specialize
     from kernelbrain.engine.search.engine import Node
 
     ws = workspace(tmp_path)
-    task = find_task(ws / "ops" / "softmax.py", "softmax_kernel")
+    task = find_task(ws / "ops" / f"{op}.py", f"{op}_kernel")
     source = open(task.file).read()
-    muts = load_mutators()
-    wide = next(p for p in muts["config"].propose(MutationContext(task, source)) if p.knobs.get("num_warps") == 8)
-    single = next(iter(muts["single-pass"].propose(MutationContext(task, source))))
     search = Search(task, device="cuda:0", budget=Budget(wall_s=60), store=Store(ws), pool=pool)
     original = Node("original", source, "original", "", None, outcome="verified")
     original.spec = pool.call("compile:0", Specialize(task, None, seed=0), 120.0)
     search.nodes["original"] = original
     search.labels = [c.label for c in original.spec.cases]
+    return search, task, source
+
+
+def per_case_timing(labels: list[str], per_case: list[float]):
+    """A timing with these per-case speedups (and their geomean overall)."""
+    from kernelbrain.engine.evaluate.messages import CaseTiming, TimingResult
+    from kernelbrain.engine.evaluate.stats import geomean
+
+    return TimingResult([CaseTiming(lbl, 1.0, 1.0 / x, x, x, x, 0.0, 0.01, "faster", 10, False)
+                         for lbl, x in zip(labels, per_case)], geomean(per_case), "faster")
+
+
+def test_dispatch_ingredients_include_quick_timed_candidates_on_a_gpu(pool, tmp_path, monkeypatch):
+    """On a GPU the ladder fully verifies few candidates; per-shape winners among those only
+    quick-timed still make a dispatching variant (itself then verified in full). H200 rmsnorm,
+    12 candidates: full fidelity built a 1.166x dispatch, the ladder stopped at 1.135x."""
+    from kernelbrain.engine.search.engine import Node
+
+    search, task, source = gpu_search_with_original(pool, tmp_path, "softmax")
+    muts = load_mutators()
+    wide = next(p for p in muts["config"].propose(MutationContext(task, source)) if p.knobs.get("num_warps") == 8)
+    single = next(iter(muts["single-pass"].propose(MutationContext(task, source))))
 
     def timing(per_case):
-        return TimingResult([CaseTiming(lbl, 1.0, 1.0 / x, x, x, x, 0.0, 0.01, "faster", 10, False)
-                             for lbl, x in zip(search.labels, per_case)], 1.0, "faster")
+        return per_case_timing(search.labels, per_case)
 
     lead = Node("lead", wide.source, "config", "", "original", outcome="verified")
     lead.timing = timing([1.20, 1.20, 1.00])
@@ -299,22 +316,13 @@ def test_shape_winners_and_other_structures_are_expanded_and_a_climb_is_progress
     coarsened variant there), was pruned, and the search stopped after 136 of its 300 s on the
     best variant alone (run AH); with shape winners kept it climbed to 1.33x on 16384x4096, then
     tuned chains of the coarsened atomics took every parent slot (run AI)."""
-    from kernelbrain.engine.evaluate.messages import CaseTiming, Specialize, TimingResult
-    from kernelbrain.engine.evaluate.stats import geomean
     from kernelbrain.engine.search.engine import Node, halve
 
-    ws = workspace(tmp_path)
-    task = find_task(ws / "ops" / "col_sum.py", "col_sum_kernel")
-    source = open(task.file).read()
-    search = Search(task, device="cuda:0", budget=Budget(wall_s=60), store=Store(ws), pool=pool)
-    original = Node("original", source, "original", "", None, outcome="verified")
-    original.spec = pool.call("compile:0", Specialize(task, None, seed=0), 120.0)
-    search.nodes["original"] = original
-    search.labels = [c.label for c in original.spec.cases]
+    search, task, source = gpu_search_with_original(pool, tmp_path, "col_sum")
+    original = search.nodes["original"]
 
     def timing(per_case):
-        return TimingResult([CaseTiming(lbl, 1.0, 1.0 / x, x, x, x, 0.0, 0.01, "faster", 10, False)
-                             for lbl, x in zip(search.labels, per_case)], geomean(per_case), "faster")
+        return per_case_timing(search.labels, per_case)
 
     def node(name, origin, per_case, outcome="verified"):
         n = Node(name, source + f"# {name}\n", origin, "", "original", outcome=outcome)

@@ -118,9 +118,10 @@ class DeviceModel:
     dot_tall_tile_factor: float = 0.85
     # A row-looping program wider than 4 warps in a grid of more than one wave streams slower
     # than its bytes in flight say, by (warps / 4) ** this (under one wave the bytes in flight
-    # alone: col_sum's own column strips ran fastest at 8 warps, run AG). H200 cross_entropy (structure probe, run R), the same elements a thread
-    # at 16 warps against 4: 4096 wide 102.0 us vs 1024 wide 90.6, 8192 108.3 vs 2048 83.0
-    # (1.13-1.30x slower), which the model without it estimated 1.5x faster; 0.3 levels them.
+    # alone: col_sum's own column strips ran fastest at 8 warps, run AG). H200 cross_entropy
+    # (structure probe, run R), the same elements a thread at 16 warps against 4: 4096 wide
+    # 102.0 us vs 1024 wide 90.6, 8192 108.3 vs 2048 83.0 (1.13-1.30x slower), which the model
+    # without it estimated 1.5x faster; 0.3 levels them.
     # Spearman rho on cross_entropy's searches: runs T / S 0.64 / 0.58 -> 0.85 / 0.77, K / H
     # 0.63 / 0.50 -> 0.79 / 0.60, M 0.17 -> 0.32, O 0.50 -> 0.23 (bench/cost_model_fit.py).
     wide_program_exponent: float = 0.3
