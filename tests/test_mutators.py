@@ -345,7 +345,7 @@ def test_loop_stages_pipelines_streaming_loops_and_leaves_dot_loops_to_the_launc
     task, source = example("cross_entropy")
     proposals = propose("loop-stages", task, source)
     loops = source.count("in range(")
-    assert loops and [p.source.count("num_stages=3)") for p in proposals[:1]] == [loops]
+    assert loops and proposals[0].source.count("num_stages=3)") == loops
     assert sorted(int(p.source.split("num_stages=")[1][0]) for p in proposals) == [2, 3, 4, 5, 6]
     deeper = propose("loop-stages", task, proposals[0].source)  # from 3: the neighbours first
     assert [d.source.count("num_stages=3)") for d in deeper] == [0] * 4

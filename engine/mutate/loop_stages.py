@@ -34,9 +34,8 @@ def streaming_loops(ctx: MutationContext) -> list[ast.For]:
     kv = ctx.kernel
     if kv is None or kv.uses("dot"):
         return []
-    return [loop for loop in kv.pipelined_loops()
-            if any(isinstance(c, ast.Call) and isinstance(c.func, ast.Attribute) and c.func.attr == "load"
-                   for c in ast.walk(loop))]
+    loaded = {id(kv.loop_of(c)) for c in kv.tl_calls("load")}
+    return [loop for loop in kv.pipelined_loops() if id(loop) in loaded]
 
 
 @mutator("loop-stages", "software-pipeline a streaming loop's loads (tl.range num_stages)")

@@ -103,6 +103,18 @@ def _autotuned(origin: str) -> bool:
     return "autotune" in origin.split("+")
 
 
+def case_leaders(nodes: list[Node], per_case: Callable[[Node], list[float]]) -> list[Node]:
+    """The fastest of `nodes` on each case, by `per_case` (in case order, without repeats; the
+    first of equals in `nodes` order)."""
+    values = {n.id: per_case(n) for n in nodes}
+    leaders: list[Node] = []
+    for i in range(max((len(v) for v in values.values()), default=0)):
+        leader = max((n for n in nodes if len(values[n.id]) > i), key=lambda n: values[n.id][i])
+        if leader not in leaders:
+            leaders.append(leader)
+    return leaders
+
+
 def halve(ranked: list[Node], keep: int, per_case: Callable[[Node], list[float]] | None = None
           ) -> tuple[list[Node], list[Node]]:
     """Successive halving (kept, dropped) that keeps, beside the top `keep`, the best of every
@@ -120,11 +132,7 @@ def halve(ranked: list[Node], keep: int, per_case: Callable[[Node], list[float]]
     kept, dropped = ranked[:keep], []
     last_steps = {n.origin.split("+")[-1] for n in kept}
     structures = {kind(n) for n in kept}
-    leaders = set()
-    if per_case is not None:
-        values = {n.id: per_case(n) for n in ranked}
-        for i in range(max((len(v) for v in values.values()), default=0)):
-            leaders.add(max(ranked, key=lambda n: values[n.id][i] if len(values[n.id]) > i else 0.0).id)
+    leaders = {n.id for n in case_leaders(ranked, per_case)} if per_case is not None else set()
     for node in ranked[keep:]:
         last, shape = node.origin.split("+")[-1], kind(node)
         if last not in last_steps or shape not in structures or node.id in leaders:
@@ -571,24 +579,13 @@ class Search:
             if structure(node.origin) not in structures:
                 structures.add(structure(node.origin))
                 parents.append(node)
-        for leader in self._case_leaders(expandable):
+        for leader in case_leaders([n for n in expandable if n.id != "original"], self._case_speedups):
             if leader not in parents and (ignore_expanded or not leader.expanded):
                 parents.append(leader)
         return parents
 
     def _case_speedups(self, node: Node) -> list[float]:
         return [c.speedup for c in self._per_case(node)]
-
-    def _case_leaders(self, nodes: list[Node]) -> list[Node]:
-        """The fastest of `nodes` on each case (in case order, without repeats)."""
-        leaders: list[Node] = []
-        for i in range(len(self.labels or [])):
-            timed = [(v[i], n) for n in nodes if n.id != "original" and len(v := self._case_speedups(n)) > i]
-            if timed:
-                leader = max(timed, key=lambda f: f[0])[1]  # the first of equals: `nodes` order
-                if leader not in leaders:
-                    leaders.append(leader)
-        return leaders
 
     def _dispatch_ingredients(self) -> list[Node]:
         """Per-case figures of one kind only: measured ones on a GPU (an estimate is not
