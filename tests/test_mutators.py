@@ -125,6 +125,31 @@ def test_config_walks_from_the_current_configuration_and_stages_only_dot_loops()
     assert any("num_stages" in m.knobs for m in propose("config", task, source))
 
 
+def test_config_tells_equal_tiles_apart_by_grid_axis_and_repeats_a_step_that_paid():
+    """H200 col_sum (run AK): one program per column strip climbed from 32 x 64 to 64 x 64 tiles
+    and stopped. With BLOCK_M == BLOCK_N the grid's `cdiv(n_cols, 64)` could have been either's,
+    so the two could only change together; it is BLOCK_N's, the tile that scales
+    `tl.program_id(0)`. And a step that paid is proposed again first (64 -> 128 rows)."""
+    task, source = example("col_sum")
+    own = propose("own-columns", task, source)[0]
+    square = next(m for m in propose("config", task, own.source)
+                  if m.knobs == {"BLOCK_M": 64, "BLOCK_N": 64, "num_warps": 4})
+    after = propose("config", task, square.source)
+    tall = next(m for m in after if m.knobs == {"BLOCK_M": 128, "BLOCK_N": 64, "num_warps": 4})
+    assert "grid = (triton.cdiv(n_cols, 64), 1)" in tall.source and "BLOCK_M=128, BLOCK_N=64" in tall.source
+    narrow = next(m for m in after if m.knobs == {"BLOCK_M": 64, "BLOCK_N": 32, "num_warps": 4})
+    assert "grid = (triton.cdiv(n_cols, 32), 1)" in narrow.source
+    assert after[0].knobs != tall.knobs  # no step to repeat: nearest by the prior first
+    repeated = list(MUTATORS["config"].propose(MutationContext(task, square.source, previous=own.source)))
+    assert repeated[0].knobs == tall.knobs
+    assert sorted(map(repr, (m.knobs for m in repeated))) == sorted(map(repr, (m.knobs for m in after)))
+    task, source = example("matmul")  # a dot loop: stages move by the same count again (3 -> 4 -> 5)
+    base = {"BLOCK_M": 64, "BLOCK_N": 64, "BLOCK_K": 32, "num_warps": 4}
+    deeper = next(m for m in propose("config", task, source) if m.knobs == base | {"num_stages": 4})
+    again = list(MUTATORS["config"].propose(MutationContext(task, deeper.source, previous=source)))
+    assert again[0].knobs == base | {"num_stages": 5} and "num_stages=5" in again[0].source
+
+
 LAUNCHER_CONSTANT = '''import torch
 import triton
 import triton.language as tl

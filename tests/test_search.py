@@ -360,6 +360,35 @@ def test_shape_winners_and_other_structures_are_expanded_and_a_climb_is_progress
     assert search._per_shape_best() == pytest.approx(before[1]) and search._progressed(*before)
 
 
+def test_a_step_that_paid_on_some_case_is_repeated_first(pool, tmp_path):
+    """The search hands `config` the parent's own parent where the step between them made it
+    faster on some case, so the walk repeats that step (32 -> 64 -> 128 rows of a column strip);
+    a step that paid nowhere is not repeated."""
+    from kernelbrain.engine.search.engine import Node
+
+    search, task, source = gpu_search_with_original(pool, tmp_path, "col_sum")
+    muts = load_mutators()
+    own = next(iter(muts["own-columns"].propose(MutationContext(task, source))))
+    square = next(p for p in muts["config"].propose(MutationContext(task, own.source))
+                  if p.knobs == {"BLOCK_M": 64, "BLOCK_N": 64, "num_warps": 4})
+    nodes = {}
+    for name, p, parent, per_case in [("own", own, "original", [0.4, 0.1, 2.5]),
+                                      ("square", square, "own", [0.8, 0.1, 2.4])]:
+        nodes[name] = Node(name, p.source, p.origin if parent == "original" else f"own-columns+{p.origin}",
+                           p.description, parent, outcome="stone")
+        nodes[name].quick_timing = per_case_timing(search.labels, per_case)
+        search.nodes[name] = nodes[name]
+
+    def first_config(node):
+        node.expanded = False
+        return next(n for n in search._propose([node]) if n.origin.endswith("+config")).source
+
+    tall = "BLOCK_M=128, BLOCK_N=64, num_warps=4"
+    assert tall in first_config(nodes["square"])
+    nodes["square"].quick_timing = per_case_timing(search.labels, [0.4, 0.1, 2.4])  # paid on no case
+    assert tall not in first_config(nodes["square"])
+
+
 def test_dry_runs_draw_a_launchers_cpu_inputs_once_per_worker(pool, tmp_path):
     """A launcher that reads values (`.item()`, like the cross_entropy first draft) cannot dry-run
     on meta tensors; the CPU inputs it falls back to are drawn once per compile worker, not once

@@ -27,11 +27,14 @@ class Mutation:
 
 @dataclass
 class MutationContext:
-    """The parent candidate, parsed, with views of the target kernel and its launches."""
+    """The parent candidate, parsed, with views of the target kernel and its launches.
+    `previous`: the source the parent was made from, where that step paid (the parent is faster
+    on some case), so a walk through a space can repeat a step that paid."""
 
     task: Task
     source: str
     seed: int = 0
+    previous: str | None = None
     module: ParsedModule = field(init=False)
     kernel: KernelView | None = field(init=False)
     launches: list[LaunchView] = field(init=False)

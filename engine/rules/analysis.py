@@ -195,6 +195,24 @@ class KernelView:
     def depends_on_program_id(self, expr: ast.AST) -> bool:
         return self.reaches(expr, "program_id", lambda n: tl_name(self.pm, n) == "program_id")
 
+    def axis_tiles(self, axis: int) -> set[str]:
+        """Constexpr parameters that scale `tl.program_id(axis)` (`pid_n * BLOCK_N`): the tile of
+        that grid axis, whatever the names say."""
+        def is_pid(n: ast.AST) -> bool:
+            if tl_name(self.pm, n) != "program_id":
+                return False
+            arg = kwarg(n, "axis", 0)  # type: ignore[arg-type]
+            return isinstance(arg, ast.Constant) and arg.value == axis
+
+        out = set()
+        for n in self.nodes:
+            if type(n) is ast.BinOp and isinstance(n.op, ast.Mult):
+                for tile, other in ((n.left, n.right), (n.right, n.left)):
+                    if (isinstance(tile, ast.Name) and (p := self.params.get(tile.id)) is not None and p.constexpr
+                            and self.reaches(other, f"program_id{axis}", is_pid)):
+                        out.add(tile.id)
+        return out
+
     def casts_to_int64(self, expr: ast.AST) -> bool:
         def is_cast(n: ast.AST) -> bool:
             if method_call(n, "to") or tl_name(self.pm, n) == "cast":

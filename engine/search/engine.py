@@ -637,6 +637,17 @@ class Search:
                 proven.add(node.origin.split("+")[-1])
         return proven
 
+    def _paid_step(self, node: Node) -> str | None:
+        """The source `node` was made from, where that step made it faster on some case by
+        IMPROVEMENT (what the `config` walk repeats); else None."""
+        before = self.nodes.get(node.parent or "")
+        now = self._case_speedups(node)
+        if before is None or not now:
+            return None
+        then = [1.0] * len(now) if before.id == "original" else self._case_speedups(before)
+        paid = len(then) == len(now) and any(a > b * (1 + IMPROVEMENT) for a, b in zip(now, then))
+        return before.source if paid else None
+
     def _propose(self, parents: list[Node]) -> list[Node]:
         """Every mutator on every parent, ordered so that what the compile rung cuts when time is
         short is the least promising: rewrites that already made some variant faster come first,
@@ -649,7 +660,7 @@ class Search:
         seen = set(self.nodes)
         for parent in parents:
             parent.expanded = True
-            ctx = MutationContext(self.task, parent.source, seed=self.seed)
+            ctx = MutationContext(self.task, parent.source, seed=self.seed, previous=self._paid_step(parent))
             for name, mut in self.mutators.items():
                 taken = 0
                 try:
