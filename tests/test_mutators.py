@@ -142,6 +142,8 @@ def test_config_tells_equal_tiles_apart_by_grid_axis_and_repeats_a_step_that_pai
     assert after[0].knobs != tall.knobs  # no step to repeat: nearest by the prior first
     repeated = list(MUTATORS["config"].propose(MutationContext(task, square.source, previous=own.source)))
     assert repeated[0].knobs == tall.knobs
+    # twice the step: 256 rows, at 8 warps where 4 would hold 128 elements a thread (out of the space)
+    assert repeated[1].knobs == {"BLOCK_M": 256, "BLOCK_N": 64, "num_warps": 8}
     assert sorted(map(repr, (m.knobs for m in repeated))) == sorted(map(repr, (m.knobs for m in after)))
     task, source = example("matmul")  # a dot loop: stages move by the same count again (3 -> 4 -> 5)
     base = {"BLOCK_M": 64, "BLOCK_N": 64, "BLOCK_K": 32, "num_warps": 4}

@@ -232,6 +232,12 @@ def prior(knobs: dict, uses_dot: bool) -> float:
     return -abs(math.log2(per_thread) - 4) - 0.3 * abs(math.log2(warps) - 2) - 0.1 * abs(stages - 3)
 
 
+def _distance(a: dict, b: dict) -> float:
+    """Doublings and halvings between two configurations, over the knobs both set."""
+    return sum(abs(math.log2(v / b[k])) for k, v in a.items()
+               if isinstance(b.get(k), int) and b[k] > 0 and v > 0)
+
+
 def ordered(options: list[dict], current: dict, uses_dot: bool) -> list[dict]:
     """Proposal order: near the current configuration first, then by `prior` (`LOCALITY` prior
     points per doubling or halving of one knob away from it), so a search walks the space from
@@ -241,8 +247,7 @@ def ordered(options: list[dict], current: dict, uses_dot: bool) -> list[dict]:
     (seeded) order."""
     def key(o: dict) -> tuple[bool, float]:
         restaged = not uses_dot and "num_stages" in o and o["num_stages"] != current.get("num_stages")
-        distance = sum(abs(math.log2(v / current[k])) for k, v in o.items()
-                       if k != "num_stages" and isinstance(current.get(k), int) and current[k] > 0 and v > 0)
+        distance = _distance({k: v for k, v in o.items() if k != "num_stages"}, current)
         return restaged, LOCALITY * distance - prior(o, uses_dot)
     return sorted(options, key=key)
 
@@ -302,10 +307,17 @@ def propose(ctx: MutationContext):
         rng.shuffle(options)  # ties broken by the seed, deterministically
         current = lk.current(pipelined or uses_dot)
         options = ordered(options, current, uses_dot)
-        # a step that paid, repeated, first: where it is a configuration of the space
-        repeats = [o for move in repeated_steps(ctx, index, lk, pipelined or uses_dot)
-                   for o in options if o == current | move]
-        options = repeats + [o for o in options if o not in repeats]
+        # a step that paid, repeated, first: the configuration of the space nearest to it that
+        # makes the step, other tiles kept before warps (128 x 64 tiles at 4 warps -> 256 rows
+        # at 8 warps, 64 elements a thread)
+        repeats = []
+        for move in repeated_steps(ctx, index, lk, pipelined or uses_dot):
+            target = current | move
+            making = [o for o in options if all(o.get(k) == v for k, v in move.items())]
+            if making:
+                repeats.append(min(making, key=lambda o: (_distance({k: v for k, v in o.items() if k in lk.static},
+                                                                    target), _distance(o, target))))
+        options = list({repr(o): o for o in repeats}.values()) + [o for o in options if o not in repeats]
         made = 0
         for knobs in options:
             source = apply_knobs(ctx, lv, lk, knobs)
