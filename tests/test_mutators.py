@@ -145,6 +145,12 @@ def test_config_tells_equal_tiles_apart_by_grid_axis_and_repeats_a_step_that_pai
     # twice the step: 256 rows, at 8 warps where 4 would hold 128 elements a thread (out of the space)
     assert repeated[1].knobs == {"BLOCK_M": 256, "BLOCK_N": 64, "num_warps": 8}
     assert {repr(m.knobs) for m in repeated[2:]} <= {repr(m.knobs) for m in after}  # then the walk as before
+    # an autotune list walks the same way: the launch's own configuration, then the repeated steps
+    tuned = list(MUTATORS["autotune"].propose(MutationContext(task, square.source, previous=own.source)))[0]
+    configs = tuned.source[tuned.source.index("configs=["):tuned.source.index("key=")]
+    assert configs.index('"BLOCK_M": 64, "BLOCK_N": 64}, num_warps=4') < \
+        configs.index('"BLOCK_M": 128, "BLOCK_N": 64}, num_warps=4') < \
+        configs.index('"BLOCK_M": 256, "BLOCK_N": 64}, num_warps=8')
     task, source = example("matmul")  # a dot loop: stages move by the same count again (3 -> 4 -> 5)
     base = {"BLOCK_M": 64, "BLOCK_N": 64, "BLOCK_K": 32, "num_warps": 4}
     deeper = next(m for m in propose("config", task, source) if m.knobs == base | {"num_stages": 4})

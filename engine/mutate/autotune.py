@@ -1,5 +1,6 @@
-"""Insert a pruned `@triton.autotune`: a handful of configurations chosen by the configuration
-prior, keyed on the size parameters, so each input size gets its best tile at run time.
+"""Insert a pruned `@triton.autotune`: a handful of configurations taken in the order `config`
+walks the space (a step that paid repeated, then near the launch by the prior), keyed on the
+size parameters, so each input size gets its best tile at run time.
 
 The launch stops passing the tuned values, and a grid that spelled out the block becomes a
 function of the chosen configuration (`lambda META: ...`).
@@ -10,7 +11,7 @@ from __future__ import annotations
 import ast
 
 from .base import Mutation, MutationContext, mutator
-from .config_space import candidates, launch_knobs, launch_stages_matter, ordered, tile_params
+from .config_space import launch_knobs, launch_stages_matter, tile_params, walk
 from .edits import Edits
 
 N_CONFIGS = 6
@@ -39,7 +40,7 @@ def propose(ctx: MutationContext):
     uses_dot = kv.uses("dot")
     pipelined = launch_stages_matter(kv)
     current = lk.current(pipelined or uses_dot)
-    options = ordered(candidates(lk, uses_dot, pipelined), current, uses_dot)
+    options = walk(ctx, 0, lk, uses_dot, pipelined)  # a step that paid, repeated, among the first
     ties = {t: nodes for t, nodes in lk.ties.items() if t in static}  # the others keep their literals
     # A literal that two equal constexprs could stand for cannot become either's META entry: only
     # configs that keep them equal.

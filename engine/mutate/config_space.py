@@ -293,6 +293,30 @@ def repeated_steps(ctx: MutationContext, index: int, lk: LaunchKnobs, staged: bo
     return moves
 
 
+def walk(ctx: MutationContext, index: int, lk: LaunchKnobs, uses_dot: bool, pipelined: bool,
+         rng: random.Random | None = None) -> list[dict]:
+    """Every configuration of one launch (`candidates`) in the order a search should try them: a
+    step that paid repeated first (`repeated_steps`; the configuration of the space nearest to
+    it that makes the step, other tiles kept before warps: 128 x 64 tiles at 4 warps -> 256 rows
+    at 8 warps, 64 elements a thread), then `ordered`. `rng` shuffles first, so ties fall by the
+    seed."""
+    options = candidates(lk, uses_dot, pipelined)
+    if rng is not None:
+        rng.shuffle(options)
+    current = lk.current(pipelined or uses_dot)
+    options = ordered(options, current, uses_dot)
+    repeats: list[dict] = []
+    for move in repeated_steps(ctx, index, lk, pipelined or uses_dot):
+        target = current | move
+        making = [o for o in options if all(o.get(k) == v for k, v in move.items())]
+        if making:
+            nearest = min(making, key=lambda o: (_distance({k: v for k, v in o.items() if k in lk.static}, target),
+                                                 _distance(o, target)))
+            if nearest not in repeats:
+                repeats.append(nearest)
+    return repeats + [o for o in options if o not in repeats]
+
+
 @mutator("config", "retune tile sizes, num_warps and num_stages at the launch site")
 def propose(ctx: MutationContext):
     kv = ctx.kernel
@@ -303,21 +327,7 @@ def propose(ctx: MutationContext):
     rng = random.Random(ctx.seed)
     for index, lv in enumerate(ctx.entry_launches()):
         lk = launch_knobs(ctx, lv)
-        options = candidates(lk, uses_dot, pipelined)
-        rng.shuffle(options)  # ties broken by the seed, deterministically
-        current = lk.current(pipelined or uses_dot)
-        options = ordered(options, current, uses_dot)
-        # a step that paid, repeated, first: the configuration of the space nearest to it that
-        # makes the step, other tiles kept before warps (128 x 64 tiles at 4 warps -> 256 rows
-        # at 8 warps, 64 elements a thread)
-        repeats = []
-        for move in repeated_steps(ctx, index, lk, pipelined or uses_dot):
-            target = current | move
-            making = [o for o in options if all(o.get(k) == v for k, v in move.items())]
-            if making:
-                repeats.append(min(making, key=lambda o: (_distance({k: v for k, v in o.items() if k in lk.static},
-                                                                    target), _distance(o, target))))
-        options = list({repr(o): o for o in repeats}.values()) + [o for o in options if o not in repeats]
+        options = walk(ctx, index, lk, uses_dot, pipelined, rng)
         made = 0
         for knobs in options:
             source = apply_knobs(ctx, lv, lk, knobs)
