@@ -269,9 +269,10 @@ def repeated_steps(ctx: MutationContext, index: int, lk: LaunchKnobs, staged: bo
     """The configurations one and two more of the step that made the parent (`ctx.previous`,
     given where that step paid) lead to: tiles and warps scaled by the same factor again, stages
     moved by the same count; empty where the step changed no knob of this launch. A pattern move
-    (Hooke-Jeeves): a walk of one doubling per generation stays near where it started. In an H200
-    col_sum search (run AK) one program per column strip went from 32 x 64 to 64 x 64 tiles,
-    1.35x -> 1.94x on 16384x4096, and stopped there; 256 x 64 tiles measured 2.84x (run AG)."""
+    (Hooke-Jeeves): a walk of one doubling per generation stays near where it started. H200
+    col_sum, one program per column strip, 16384x4096: 32 x 64 -> 64 x 64 tiles, 1.35x -> 1.94x
+    the first draft, and no further in run AK's 5 minutes; with the repeated step (and equal tiles
+    told apart) run AL's walk reached 128 x 32, 2.84x."""
     if ctx.previous is None:
         return []
     before_ctx = MutationContext(ctx.task, ctx.previous)
