@@ -452,9 +452,10 @@ def launch_time_us(rec: LaunchRecord, facts: CompiledFacts | None, shape: Kernel
         iters = math.ceil(n_arg / tile)
     # The launch's stages (3 by default) stand for the iterations a loop overlaps, pipelined or
     # not: warps and resident programs overlap an unpipelined streaming loop's round trips too.
-    # With the loop's own depth instead (1 unpipelined) the first drafts of cross_entropy and
-    # rmsnorm, unpipelined loops, were estimated at 530 / 87 us against 243 / 48 measured (H200,
-    # runs S-AH), and rho moved by at most 0.04 (bench/cost_model_fit.py, 2026-12-01).
+    # With the loop's own depth instead (1 unpipelined) the first drafts of cross_entropy
+    # (1024x131072) and rmsnorm (4096x8192), unpipelined loops, were estimated at 530 / 87 us
+    # against 243 / 48 measured (H200, runs S-AH), and rho moved by at most 0.04
+    # (bench/cost_model_fit.py, 2026-12-01).
     round_trips = max(1, sum(shape.passes.values())) * (1 + (iters - 1) / max(rec.num_stages, 1))
     # Waves overlap on a GPU: latency adds up only logarithmically with the number of waves.
     latency = dev.dot_operand_latency_us if shape.uses_dot else dev.memory_latency_us
