@@ -134,7 +134,7 @@ def test_dispatch_gives_a_middle_size_its_own_bucket(pool):
     assert choice is not None and choice.variants == ("atomics", "own", "atomics")
     assert choice.feature == "{0}.shape[1]" and choice.thresholds == (1024, 4096)
     assert choice.speedup == pytest.approx((2.87 * 2.70 * 2.61) ** (1 / 3))
-    assert [choice.bucket_of(s[1]) for s in shapes] == [1, 0, 2]
+    assert [dispatch.bucket_index(s[1], choice.thresholds) for s in shapes] == [1, 0, 2]
     assert dispatch.best_split(cases, {"atomics": [2.69, 2.70, 2.61], "own": [2.70, 0.85, 2.30]}, ["x"]) is None
 
     task = find_task(EXAMPLES / "ops" / "col_sum.py", "col_sum_kernel")

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 
 from ..evaluate.messages import CaseLaunches, CompiledFacts, LaunchRecord
 from ..index import parse_module
-from ..rules.analysis import kernel_views
+from ..rules.analysis import kernel_views, kwarg
 
 
 @dataclass(frozen=True)
@@ -142,7 +142,7 @@ class DeviceModel:
     # 52 us before and 78 us now. Spearman rho over 19 verified sets (runs S-AE)
     # mean 0.68 -> 0.71 (gelu AD 0.70 -> 0.97, Z 0.41 -> 0.84; cross_entropy AA 0.73 -> 0.70),
     # over 8 quick-rung sets mean 0.80 -> 0.80 (gelu 0.78 -> 0.88, softmax AC 0.82 -> 0.70);
-    # in sample, not yet run in a GPU search (bench/cost_model_fit.py).
+    # in sample (bench/cost_model_fit.py); in the GPU searches since run AH.
     under_wave_exponent: float = 0.0
     # A streaming loop pipelined S stages deep (`tl.range(..., num_stages=S)`) keeps S - 1 tiles
     # of loads in flight per program: the stream counts (S - 1) ** this tiles. Without it a loop
@@ -289,8 +289,7 @@ def kernel_shape(source: str, kernel: str, constexprs: dict) -> KernelShape | No
         elif kind == "range" and args:
             trips.append((ast.unparse(args[0] if len(args) == 1 else args[1]),
                           ast.unparse(args[2]) if len(args) >= 3 else "1"))
-            stages = next((k.value for k in stmt.iter.keywords if k.arg == "num_stages"),  # type: ignore[attr-defined]
-                          args[3] if len(args) > 3 else None)
+            stages = kwarg(stmt.iter, "num_stages", 3)  # type: ignore[arg-type]
             loop_stages.append(ast.unparse(stages) if stages is not None else "1")
         loops += is_loop
         params_here: set[str] = set()

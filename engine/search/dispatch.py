@@ -41,8 +41,19 @@ class Choice:
     thresholds: tuple[int, ...]
     speedup: float
 
-    def bucket_of(self, value: int) -> int:
-        return next((i for i, t in enumerate(self.thresholds) if value <= t), len(self.thresholds))
+
+def bucket_index(value: int, thresholds: tuple[int, ...] | list[int]) -> int:
+    """The bucket a feature value falls in (see `Choice`)."""
+    return next((i for i, t in enumerate(thresholds) if value <= t), len(thresholds))
+
+
+def condition(feature: str, thresholds: tuple[int, ...], i: int) -> str:
+    """The test that selects bucket i, as Python source (see `Choice`)."""
+    if i == 0:
+        return f"{feature} <= {thresholds[0]}"
+    if i == len(thresholds):
+        return f"{feature} > {thresholds[-1]}"
+    return f"{thresholds[i - 1]} < {feature} <= {thresholds[i]}"
 
 
 def _geomean(xs: list[float]) -> float:
@@ -84,7 +95,7 @@ def best_split(cases: list[CaseLaunches], speedups: dict[str, list[float]], entr
         for r in range(1, len(cuts) + 1):
             for chosen in itertools.combinations(cuts, r):
                 bounds = list(chosen)
-                bucket = [next((i for i, t in enumerate(bounds) if v <= t), len(bounds)) for v in values]
+                bucket = [bucket_index(v, bounds) for v in values]
                 names = [best_on([b == i for b in bucket]) for i in range(len(bounds) + 1)]
                 # neighbouring buckets with one variant are one bucket
                 merged_names, merged_bounds = [names[0]], []
@@ -148,9 +159,8 @@ def build(sources: list[str], kernel: str, entry: str, feature: str, thresholds:
             if name not in known and name not in (kernel, entry):
                 known.add(name)
                 added.append(text_of(node))
-        low = f"{thresholds[i - 1]} < {feature}"
-        test = f"{low} <= {thresholds[i]}" if i < len(thresholds) else f"{feature} > {thresholds[i - 1]}"
-        guards.append(f"if {test}:  # shape bucket {i}: another variant wins here\n    return {bucket_entry}({call_args})")
+        guards.append(f"if {condition(feature, thresholds, i)}:  # shape bucket {i}: another variant wins here\n"
+                      f"    return {bucket_entry}({call_args})")
     edits = Edits(sources[0])
     first_stmt = entry_a.body[0]
     if isinstance(first_stmt, ast.Expr) and isinstance(first_stmt.value, ast.Constant) and len(entry_a.body) > 1:

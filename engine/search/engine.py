@@ -75,15 +75,6 @@ END_RESERVE_MAX_S = 30.0
 PREWARM_WAIT_S = 60.0  # longest the GPU waits for a candidate's ahead-of-time compiles
 
 
-def _bucket_text(feature: str, thresholds: tuple[int, ...], i: int) -> str:
-    """Which sizes bucket i of a dispatch takes (see `dispatch.Choice`)."""
-    if i == 0:
-        return f"where {feature} <= {thresholds[0]}"
-    if i == len(thresholds):
-        return f"where {feature} > {thresholds[-1]}"
-    return f"where {thresholds[i - 1]} < {feature} <= {thresholds[i]}"
-
-
 # Rewrites that tune a kernel without changing how its work is laid out: a variant's structure
 # is what remains. Counting them as structures gave every tuned chain of the best layout a slot
 # of its own among the parents: in a 5-minute H200 col_sum search (run AI) the coarsened atomics
@@ -831,7 +822,8 @@ class Search:
         if source is None:
             return
         feature = choice.feature.format(*params)
-        buckets = "; ".join(f"`{p.origin}` {_bucket_text(feature, choice.thresholds, i)}" for i, p in enumerate(parts))
+        buckets = "; ".join(f"`{p.origin}` where {dispatch.condition(feature, choice.thresholds, i)}"
+                            for i, p in enumerate(parts))
         node = Node(candidate_id(source), source, f"dispatch({' | '.join(p.origin for p in parts)})",
                     f"per shape bucket: {buckets}", parts[0].id, dispatch=True, t=self._t())
         if node.id in self.nodes:
