@@ -132,25 +132,26 @@ def test_config_tells_equal_tiles_apart_by_grid_axis_and_repeats_a_step_that_pai
     `tl.program_id(0)`. And a step that paid is proposed again first (64 -> 128 rows)."""
     task, source = example("col_sum")
     own = propose("own-columns", task, source)[0]
+    d3 = {"loop_stages": 3}  # the strip's loop, pipelined at Triton's default depth by `own-columns`
     square = next(m for m in propose("config", task, own.source)
-                  if m.knobs == {"BLOCK_M": 64, "BLOCK_N": 64, "num_warps": 4})
+                  if m.knobs == {"BLOCK_M": 64, "BLOCK_N": 64, "num_warps": 4} | d3)
     after = propose("config", task, square.source)
-    tall = next(m for m in after if m.knobs == {"BLOCK_M": 128, "BLOCK_N": 64, "num_warps": 4})
+    tall = next(m for m in after if m.knobs == {"BLOCK_M": 128, "BLOCK_N": 64, "num_warps": 4} | d3)
     assert "grid = (triton.cdiv(n_cols, 64), 1)" in tall.source and "BLOCK_M=128, BLOCK_N=64" in tall.source
-    narrow = next(m for m in after if m.knobs == {"BLOCK_M": 64, "BLOCK_N": 32, "num_warps": 4})
+    narrow = next(m for m in after if m.knobs == {"BLOCK_M": 64, "BLOCK_N": 32, "num_warps": 4} | d3)
     assert "grid = (triton.cdiv(n_cols, 32), 1)" in narrow.source
     assert after[0].knobs != tall.knobs  # no step to repeat: nearest by the prior first
     repeated = list(MUTATORS["config"].propose(MutationContext(task, square.source, previous=own.source)))
     assert repeated[0].knobs == tall.knobs
     # twice the step: 256 rows, at 8 warps where 4 would hold 128 elements a thread (out of the space)
-    assert repeated[1].knobs == {"BLOCK_M": 256, "BLOCK_N": 64, "num_warps": 8}
+    assert repeated[1].knobs == {"BLOCK_M": 256, "BLOCK_N": 64, "num_warps": 8} | d3
     assert {repr(m.knobs) for m in repeated[2:]} <= {repr(m.knobs) for m in after}  # then the walk as before
     # an autotune list walks the same way: the launch's own configuration, then the repeated steps
     tuned = list(MUTATORS["autotune"].propose(MutationContext(task, square.source, previous=own.source)))[0]
     configs = tuned.source[tuned.source.index("configs=["):tuned.source.index("key=")]
-    assert configs.index('"BLOCK_M": 64, "BLOCK_N": 64}, num_warps=4') < \
-        configs.index('"BLOCK_M": 128, "BLOCK_N": 64}, num_warps=4') < \
-        configs.index('"BLOCK_M": 256, "BLOCK_N": 64}, num_warps=8')
+    assert configs.index('"BLOCK_M": 64, "BLOCK_N": 64, "LOOP_STAGES": 3}, num_warps=4') < \
+        configs.index('"BLOCK_M": 128, "BLOCK_N": 64, "LOOP_STAGES": 3}, num_warps=4') < \
+        configs.index('"BLOCK_M": 256, "BLOCK_N": 64, "LOOP_STAGES": 3}, num_warps=8')
     task, source = example("matmul")  # a dot loop: stages move by the same count again (3 -> 4 -> 5)
     base = {"BLOCK_M": 64, "BLOCK_N": 64, "BLOCK_K": 32, "num_warps": 4}
     deeper = next(m for m in propose("config", task, source) if m.knobs == base | {"num_stages": 4})
@@ -371,6 +372,33 @@ def test_coarsen_atomics_only_where_programs_meet_in_the_same_output():
     assert propose("coarsen-atomics", task_c, coarse.source) == []  # already coarsened: it sums an accumulator
 
 
+@pytest.mark.slow
+def test_config_and_autotune_tune_a_pipelined_loops_depth_with_the_tiles(pool):
+    """Once a streaming loop is pipelined, its depth is a knob of the configuration: proposals
+    move it alone, the tiles alone, and both, in turns (run AG: the depth that pays depends on the
+    tile); every loop gets the new depth; autotune makes it a constexpr each configuration sets,
+    and that variant passes the harness."""
+    task, source = example("cross_entropy")
+    piped = propose("loop-stages", task, source)[0].source  # 3 deep
+    loops = piped.count("num_stages=3)")
+    walk = propose("config", task, piped)
+    assert {m.knobs["loop_stages"] for m in walk} >= {2, 4, 5, 6}
+    for m in walk:
+        assert m.source.count(f"num_stages={m.knobs['loop_stages']})") == loops
+    first = walk[:6]
+    assert any(m.knobs["loop_stages"] == 3 for m in first) and any(m.knobs["loop_stages"] != 3 for m in first)
+
+    task_c, col_sum = example("col_sum")
+    strips = propose("own-columns", task_c, col_sum)[0].source
+    tuned = propose("autotune", task_c, strips)[0].source
+    assert "LOOP_STAGES: tl.constexpr = 3):" in tuned and "num_stages=LOOP_STAGES)" in tuned
+    configs = tuned[tuned.index("configs=["):tuned.index("key=")]
+    assert '"BLOCK_M": 32, "BLOCK_N": 64, "LOOP_STAGES": 3}, num_warps=4' in configs  # the launch's own first
+    assert len({c.split('"LOOP_STAGES": ')[1][0] for c in configs.split("triton.Config(")[1:]}) > 1
+    report = verify(pool, task_c, tuned, "cpu")
+    assert report.accepted, f"{report.stage}/{report.reason}: {report.message}"
+
+
 def test_loop_stages_pipelines_streaming_loops_and_leaves_dot_loops_to_the_launch():
     """Triton 3.6 pipelines a loop without `tl.dot` only through `tl.range(..., num_stages=S)`:
     every such loop of the kernel gets the same depth, Triton's default first; a dot loop, an
@@ -380,9 +408,7 @@ def test_loop_stages_pipelines_streaming_loops_and_leaves_dot_loops_to_the_launc
     loops = source.count("in range(")
     assert loops and proposals[0].source.count("num_stages=3)") == loops
     assert sorted(int(p.source.split("num_stages=")[1][0]) for p in proposals) == [2, 3, 4, 5, 6]
-    deeper = propose("loop-stages", task, proposals[0].source)  # from 3: the neighbours first
-    assert [d.source.count("num_stages=3)") for d in deeper] == [0] * 4
-    assert [int(d.source.split("num_stages=")[1][0]) for d in deeper][:2] in ([2, 4], [4, 2])
+    assert propose("loop-stages", task, proposals[0].source) == []  # pipelined: `config` retunes the depth
     assert propose("loop-stages", *example("matmul")) == []  # a dot loop: the launch's stages pipeline it
     assert propose("loop-stages", *example("col_sum")) == []  # no loop
     task_c, col_sum = example("col_sum")

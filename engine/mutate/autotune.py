@@ -3,7 +3,9 @@ walks the space (a step that paid repeated, then near the launch by the prior), 
 size parameters, so each input size gets its best tile at run time.
 
 The launch stops passing the tuned values, and a grid that spelled out the block becomes a
-function of the chosen configuration (`lambda META: ...`).
+function of the chosen configuration (`lambda META: ...`). The depth of pipelined streaming loops
+is tuned with the tiles: their literal `num_stages` becomes a constexpr parameter (`LOOP_STAGES`,
+defaulting to the literal, so other callers see the same kernel) that each configuration sets.
 """
 
 from __future__ import annotations
@@ -12,7 +14,9 @@ import ast
 
 from .base import Mutation, MutationContext, mutator
 from .config_space import launch_knobs, launch_stages_matter, tile_params, walk
+from .dataflow import unique_name
 from .edits import Edits
+from .loop_stages import set_depth, streaming_loops
 
 N_CONFIGS = 6
 
@@ -21,6 +25,10 @@ def _config_text(knobs: dict) -> str:
     meta = ", ".join(f'"{k}": {v}' for k, v in knobs.items() if k not in ("num_warps", "num_stages"))
     extra = "".join(f", {k}={knobs[k]}" for k in ("num_warps", "num_stages") if k in knobs)
     return f"triton.Config({{{meta}}}{extra})"
+
+
+def _tiling(knobs: dict) -> dict:
+    return {k: v for k, v in knobs.items() if k not in ("num_stages", "loop_stages")}
 
 
 @mutator("autotune", "insert a pruned @triton.autotune over tiles, warps and stages")
@@ -45,13 +53,25 @@ def propose(ctx: MutationContext):
     # A literal that two equal constexprs could stand for cannot become either's META entry: only
     # configs that keep them equal.
     options = [o for o in options if not lk.splits(o)]
-    configs = [current] + [dict(static) | o for o in options][: N_CONFIGS - 1]
+    configs = [current]
+    for o in options:  # the loops' depth varies within a tile, and the tiles vary: two a tiling at most
+        if len(configs) < N_CONFIGS and sum(_tiling(c) == _tiling(o) for c in configs) < 2:
+            configs.append(dict(static) | o)
     if len(configs) < 2:
         return
+    edits = Edits(ctx.source)
+    if lk.loop_stages:  # the loops' depth becomes a constexpr each configuration sets
+        args = kv.node.args
+        if args.vararg or args.kwarg or args.kwonlyargs or not args.args:
+            return
+        depth = unique_name("LOOP_STAGES", {n.id for n in kv.nodes if isinstance(n, ast.Name)} | set(kv.params))
+        last = args.defaults[-1] if args.defaults else args.args[-1]
+        edits.insert_after(last, f", {depth}: tl.constexpr = {lk.loop_stages}")
+        set_depth(edits, streaming_loops(ctx), depth)
+        configs = [{(depth if k == "loop_stages" else k): v for k, v in c.items()} for c in configs]
     pointer_like = set().union(*(kv.pointer_params_of(c) for c in kv.tl_calls("load", "store"))) if kv.tl_calls("load", "store") else set()
     key = [p.name for p in kv.kernel.params if not p.constexpr and p.name not in pointer_like
            and not p.name.startswith("stride")]
-    edits = Edits(ctx.source)
     first = kv.node.decorator_list[0]
     deco = ("@triton.autotune(\n    configs=[\n"
             + "".join(f"        {_config_text(c)},\n" for c in configs)

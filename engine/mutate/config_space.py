@@ -23,10 +23,14 @@ from dataclasses import dataclass
 
 from .base import Mutation, MutationContext, mutator
 from .edits import Edits
+from .loop_stages import pipelined_depth, set_depth, streaming_loops
 
 ELEMENTWISE_BLOCKS = (256, 512, 1024, 2048, 4096, 8192)
 WARPS = (1, 2, 4, 8, 16)
 STAGES = (1, 2, 3, 4)
+# A pipelined streaming loop's depth (`loop_stages`); every step, so a repeated step stays inside.
+# Run AG's fastest column strips ran 4-8 deep; a loop keeps (depth - 1) tiles in shared memory.
+LOOP_STAGES = (2, 3, 4, 5, 6, 7, 8)
 DOT_MN = (32, 64, 128, 256)
 DOT_K = (32, 64, 128)
 DOT_WARPS = (4, 8)
@@ -115,11 +119,13 @@ class LaunchKnobs:
     shared: list[frozenset[str]]
     warps: int  # the launch's num_warps (Triton's default 4 where it passes none)
     stages: int  # its num_stages (default 3)
+    loop_stages: int | None  # the depth the kernel's streaming loops are pipelined at (`pipelined_depth`)
 
     def current(self, staged: bool) -> dict[str, int]:
-        """The launch's own configuration: its tiles, warps and, where stages mean something
-        (`staged`: a pipelined loop or a dot), stages."""
-        return dict(self.static) | {"num_warps": self.warps} | ({"num_stages": self.stages} if staged else {})
+        """The launch's own configuration: its tiles, warps, where stages mean something
+        (`staged`: a pipelined loop or a dot) stages, and its streaming loops' depth."""
+        return dict(self.static) | {"num_warps": self.warps} | ({"num_stages": self.stages} if staged else {}) | \
+            ({"loop_stages": self.loop_stages} if self.loop_stages else {})
 
     def splits(self, knobs: dict[str, int]) -> bool:
         """Whether `knobs` give constexprs that share an unowned grid literal different values."""
@@ -131,7 +137,7 @@ def launch_knobs(ctx: MutationContext, lv) -> LaunchKnobs:
     consts = launch_constants(ctx, lv)
     ties, shared = tied_literals(lv, consts)
     return LaunchKnobs(consts, {t: consts[t] for t in tile_params(ctx) if t in consts}, ties, shared,
-                       lv.num_warps() or 4, lv.const_int(lv.options.get("num_stages")) or 3)
+                       lv.num_warps() or 4, lv.const_int(lv.options.get("num_stages")) or 3, pipelined_depth(ctx))
 
 
 def _grid_axis(grid: ast.expr, literal: ast.Constant) -> int | None:
@@ -165,12 +171,15 @@ def apply_knobs(ctx: MutationContext, lv, lk: LaunchKnobs, knobs: dict[str, int]
                 edits.replace(node, str(value))
         elif name in ("num_warps", "num_stages"):
             edits.add_keyword(lv.call, name, str(value))
+        elif name == "loop_stages":
+            set_depth(edits, streaming_loops(ctx), str(value))
     return edits.apply()
 
 
 def candidates(lk: LaunchKnobs, uses_dot: bool, pipelined: bool) -> list[dict]:
     """Every configuration worth proposing for one launch, its own left out."""
     static, current_s = lk.static, lk.stages
+    depths = [{"loop_stages": d} for d in LOOP_STAGES] if lk.loop_stages else [{}]
     options: list[dict] = []
     if uses_dot:
         names = list(static)
@@ -198,12 +207,15 @@ def candidates(lk: LaunchKnobs, uses_dot: bool, pipelined: bool) -> list[dict]:
                 continue
             for w in WARPS:
                 if 4 <= tile / (32 * w) <= 64:
-                    for s in (STAGES if pipelined else (current_s,)):
-                        options.append(dict(zip(names, dims)) | {"num_warps": w} | ({"num_stages": s} if pipelined else {}))
+                    for s, d in itertools.product(STAGES if pipelined else (current_s,), depths):
+                        if tile * 2 * (d.get("loop_stages", 1) - 1) > SMEM_LIMIT:  # 2-byte elements at least
+                            continue
+                        options.append(dict(zip(names, dims)) | {"num_warps": w} | ({"num_stages": s} if pipelined else {})
+                                       | d)
     else:  # tiles computed from the input: only warps (and stages where there is a loop)
         for w in WARPS:
-            for s in (STAGES if pipelined else (current_s,)):
-                options.append({"num_warps": w} | ({"num_stages": s} if pipelined else {}))
+            for s, d in itertools.product(STAGES if pipelined else (current_s,), depths):
+                options.append({"num_warps": w} | ({"num_stages": s} if pipelined else {}) | d)
     current = lk.current(pipelined or uses_dot)
     return [o for o in options if {k: current.get(k) for k in o} != o]
 
@@ -222,14 +234,17 @@ def prior(knobs: dict, uses_dot: bool) -> float:
     cross_entropy's loop ran 80.8 us at 4096 wide and 4 warps (32 elements a thread), 83.0 at
     2048/4 (16), 92.8 at 2048/8 (8); col_sum's fastest tile was 32x128 at 4 warps (32). The
     earlier target of 8 kept the 4-warp 4096 block out of the proposals of every search."""
-    tiles = [v for k, v in knobs.items() if k not in ("num_warps", "num_stages")]
+    tiles = [v for k, v in knobs.items() if k not in ("num_warps", "num_stages", "loop_stages")]
     warps = knobs.get("num_warps", 4)
     stages = knobs.get("num_stages", 3)
     if uses_dot:
         mn = _prod(tiles[:2]) if len(tiles) >= 2 else 64 * 64
         return math.log2(mn) - 0.3 * abs(stages - 4) - (0.5 if (mn >= 128 * 128) != (warps == 8) else 0.0)
-    per_thread = _prod(tiles) / (32 * warps) if tiles else 8
-    return -abs(math.log2(per_thread) - 4) - 0.3 * abs(math.log2(warps) - 2) - 0.1 * abs(stages - 3)
+    per_thread = math.log2(_prod(tiles) / (32 * warps) if tiles else 8)
+    # A pipelined streaming loop (`loop_stages` set) is as fast from 16 to 64 elements a thread:
+    # run AG's five fastest column-strip tilings held 16-64 (256 x 64 at 8 warps: 64).
+    off = max(0.0, 4 - per_thread, per_thread - 6) if "loop_stages" in knobs else abs(per_thread - 4)
+    return -off - 0.3 * abs(math.log2(warps) - 2) - 0.1 * abs(stages - 3)
 
 
 def _distance(a: dict, b: dict) -> float:
@@ -249,11 +264,24 @@ def ordered(options: list[dict], current: dict, uses_dot: bool) -> list[dict]:
         restaged = not uses_dot and "num_stages" in o and o["num_stages"] != current.get("num_stages")
         distance = _distance({k: v for k, v in o.items() if k != "num_stages"}, current)
         return restaged, LOCALITY * distance - prior(o, uses_dot)
-    return sorted(options, key=key)
+    ranked = sorted(options, key=key)
+    depth = current.get("loop_stages")
+    if depth is None:
+        return ranked
+    # Moves of the loops' depth alone, of the tiles and warps alone, and of both take turns: by
+    # distance alone the depths of the one or two tilings the prior favours fill a parent's share
+    # of proposals (PROPOSALS_PER_MUTATOR in the search). The depth that pays depends on the tile
+    # (run AG, col_sum strips: 256 x 32 at 4 warps 37.0 / 44.3 / 39.6 us at 4 / 5 / 6 stages).
+    def move(o: dict) -> int:
+        same_tiling = all(o.get(k) == current.get(k) for k in o if k != "loop_stages")
+        return 0 if same_tiling else 1 if o.get("loop_stages") == depth else 2
+    kinds = [[o for o in ranked if move(o) == m] for m in range(3)]
+    return [o for turn in itertools.zip_longest(*kinds) for o in turn if o is not None]
 
 
 def _describe(knobs: dict) -> str:
-    return ", ".join(f"{k}={v}" for k, v in knobs.items())
+    return ", ".join(f"{k}={v}" for k, v in knobs.items() if k != "loop_stages") + \
+        (f", its loops pipelined {knobs['loop_stages']} stages deep" if "loop_stages" in knobs else "")
 
 
 def launch_stages_matter(kv) -> bool:
@@ -288,7 +316,7 @@ def repeated_steps(ctx: MutationContext, index: int, lk: LaunchKnobs, staged: bo
         for k, v in now.items():
             if before[k] == v:
                 continue
-            step = v * (v / before[k]) ** times if k != "num_stages" else v + (v - before[k]) * times
+            step = v * (v / before[k]) ** times if k not in ("num_stages", "loop_stages") else v + (v - before[k]) * times
             move[k] = round(step)
         moves.append(move)
     return moves

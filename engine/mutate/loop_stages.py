@@ -9,8 +9,12 @@ loop summed 128 MB in 236 / 61 / 40 / 36 us at 1 / 3 / 5 / 8 stages (col_sum 163
 AG). A program that keeps few tiles in flight (few programs, or a grid under one wave) gains the
 most; where many programs already saturate the bandwidth the cost model sees no gain.
 
-Preconditions: the kernel has no `tl.dot`, and a `range` / `tl.range` loop whose body loads.
-Correctness does not depend on the stages (Triton pipelines only what it can prove safe).
+Preconditions: the kernel has no `tl.dot`, and `range` / `tl.range` loops whose bodies load, none
+of them pipelined yet. Once they are, `config` retunes the depth together with the tiles and warps
+(`pipelined_depth`): the depth that pays depends on the tile (H200 col_sum column strips, run AG:
+256 x 32 at 4 warps took 37.0 / 44.3 / 39.6 us at 4 / 5 / 6 stages, 256 x 64 at 8 warps 37.3 /
+35.7 / 35.9 us), so one knob at a time walks past the best pairs. Correctness does not depend on the
+stages (Triton pipelines only what it can prove safe).
 """
 
 from __future__ import annotations
@@ -24,10 +28,8 @@ from .edits import Edits
 STAGES = (3, 2, 4, 5, 6)  # proposal order from an unpipelined loop: Triton's default depth first
 
 
-def loop_stages(loop: ast.For) -> int:
-    """The stages a loop asks for: its literal `num_stages`, else 1 (not pipelined)."""
-    value = kwarg(loop.iter, "num_stages", 3)  # type: ignore[arg-type]
-    return value.value if isinstance(value, ast.Constant) and isinstance(value.value, int) else 1
+def _asked(loop: ast.For) -> ast.expr | None:
+    return kwarg(loop.iter, "num_stages", 3)  # type: ignore[arg-type]  # a fourth positional argument too
 
 
 def streaming_loops(ctx: MutationContext) -> list[ast.For]:
@@ -38,25 +40,34 @@ def streaming_loops(ctx: MutationContext) -> list[ast.For]:
     return [loop for loop in kv.pipelined_loops() if id(loop) in loaded]
 
 
+def pipelined_depth(ctx: MutationContext) -> int | None:
+    """The depth the kernel's streaming loops are pipelined at, where every one asks for the same
+    literal `num_stages`: the knob `config` tunes. None where a loop is unpipelined or asks for a
+    name (an autotuned `LOOP_STAGES`)."""
+    asked = [_asked(loop) for loop in streaming_loops(ctx)]
+    depths = {a.value if isinstance(a, ast.Constant) and isinstance(a.value, int) else None for a in asked}
+    return depths.pop() if len(depths) == 1 and None not in depths else None
+
+
+def set_depth(edits: Edits, loops: list[ast.For], stages: str) -> Edits:
+    """Every loop of `loops` as `tl.range(..., num_stages=stages)` (a literal or a constexpr name)."""
+    for loop in loops:
+        call = loop.iter
+        assert isinstance(call, ast.Call)
+        args = [edits.text(a) for a in call.args[:3]]  # a fourth positional argument is num_stages
+        args += [f"{k.arg}={edits.text(k.value)}" for k in call.keywords if k.arg != "num_stages"]
+        edits.replace(call, f"tl.range({', '.join(args)}, num_stages={stages})")
+    return edits
+
+
 @mutator("loop-stages", "software-pipeline a streaming loop's loads (tl.range num_stages)")
 def propose(ctx: MutationContext):
     loops = streaming_loops(ctx)
-    if not loops:
-        return
-    current = {loop_stages(loop) for loop in loops}
-    here = max(current)
-    for stages in sorted(STAGES, key=lambda s: (abs(s - here) if here > 1 else 0, STAGES.index(s))):
-        if current == {stages}:
-            continue
-        edits = Edits(ctx.source)
-        for loop in loops:
-            call = loop.iter
-            assert isinstance(call, ast.Call)
-            args = [edits.text(a) for a in call.args[:3]]  # a fourth positional argument is num_stages
-            args += [f"{k.arg}={edits.text(k.value)}" for k in call.keywords if k.arg != "num_stages"]
-            edits.replace(call, f"tl.range({', '.join(args)}, num_stages={stages})")
-        lines = ", ".join(str(loop.lineno) for loop in loops)
-        yield Mutation(edits.apply(), "loop-stages",
+    if not loops or any(_asked(loop) is not None for loop in loops):
+        return  # pipelined already: `config` retunes the depth with the tiles
+    lines = ", ".join(str(loop.lineno) for loop in loops)
+    for stages in STAGES:
+        yield Mutation(set_depth(Edits(ctx.source), loops, str(stages)).apply(), "loop-stages",
                        f"the loop{'s' if len(loops) > 1 else ''} at line{'s' if len(loops) > 1 else ''} {lines} "
                        f"software-pipelined {stages} stages deep (`tl.range(..., num_stages={stages})`: loads "
                        f"issued {stages - 1} iteration{'s' if stages > 2 else ''} ahead)")
