@@ -28,9 +28,12 @@ from .loop_stages import pipelined_depth, set_depth, streaming_loops
 ELEMENTWISE_BLOCKS = (256, 512, 1024, 2048, 4096, 8192)
 WARPS = (1, 2, 4, 8, 16)
 STAGES = (1, 2, 3, 4)
-# A pipelined streaming loop's depth (`loop_stages`); every step, so a repeated step stays inside.
-# Run AG's fastest column strips ran 4-8 deep; a loop keeps (depth - 1) tiles in shared memory.
-LOOP_STAGES = (2, 3, 4, 5, 6, 7, 8)
+# A pipelined streaming loop's depth (`loop_stages`), every step (a repeated step stays inside);
+# it keeps (depth - 1) tiles in shared memory. Up to 6: run AG's column strips ran fastest 4-6
+# deep but for one tiling (128 x 64 at 8 warps, 8 deep), and 8 cost 256 x 64 at 8 warps 18% (42.0
+# vs 35.7 us at 5); run AO, with 7 and 8 in the space, walked there and stopped at 2.55x on
+# 16384x4096 where runs AL and AM, which stopped at 6, reached 2.79-2.84x (128 x 32, 6 deep).
+LOOP_STAGES = (2, 3, 4, 5, 6)
 DOT_MN = (32, 64, 128, 256)
 DOT_K = (32, 64, 128)
 DOT_WARPS = (4, 8)
