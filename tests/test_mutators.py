@@ -105,7 +105,8 @@ def test_grid_literals_two_constexprs_share_change_only_together():
 def test_config_walks_from_the_current_configuration_and_stages_only_dot_loops():
     """Proposals start next to the current launch (one knob doubled or halved), so a parent's
     neighbours are proposed before far-off favourites; the launch's `num_stages` is proposed only
-    where it changes the code, a loop feeding `tl.dot` (a streaming loop is `loop-stages`' job)."""
+    where it changes the code, a loop feeding `tl.dot` (a streaming loop's depth is its own knob,
+    `loop_stages`, once `loop-stages` pipelined it)."""
     import math
 
     task, source = example("col_sum")

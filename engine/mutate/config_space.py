@@ -1,4 +1,5 @@
-"""Configuration space: tile sizes, `num_warps` and `num_stages` at the kernel's launch sites.
+"""Configuration space: tile sizes, `num_warps` and `num_stages` at the kernel's launch sites,
+and the depth of its pipelined streaming loops (`tl.range(..., num_stages=S)` in the kernel).
 
 What the grid says of a tile is tied to its constexpr and changes with it: a literal the grid
 repeats (`triton.cdiv(n, 64)` next to `BLOCK=64`) or the launcher constant the launch passes
