@@ -188,6 +188,8 @@ def _cmd_optimize(args: argparse.Namespace) -> int:
         wall = parse_duration(args.budget)
     except ValueError as exc:
         raise UsageError(str(exc)) from exc
+    if args.max_candidates is not None and args.max_candidates < 1:
+        raise UsageError(f"--max-candidates must be at least 1, got {args.max_candidates}")
     task = _task(args.target)
     device = _device(args.device)
     root = Path(task.config).parent if task.config else Path(task.file).parent
@@ -311,7 +313,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("optimize", help="search for verified faster variants of a kernel")
     p.add_argument("target", metavar="FILE[::KERNEL]")
     p.add_argument("--budget", default="3m", help="wall-time budget, e.g. 90s, 5m, 1h (default 3m)")
-    p.add_argument("--max-candidates", type=int, default=60, help="candidates to evaluate at most (default 60)")
+    p.add_argument("--max-candidates", type=int, default=None,
+                   help="candidates to evaluate at most (default: no cap; the time budget and stagnation end the search)")
     p.add_argument("--device", default="auto", help="auto (default), cpu, cuda or cuda:N")
     llm = p.add_mutually_exclusive_group()
     llm.add_argument("--llm", action="store_true", help="also ask an LLM for rewrites (not in this build)")

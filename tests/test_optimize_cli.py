@@ -83,6 +83,23 @@ def test_optimize_usage_errors(tmp_path):
     r = subprocess.run([sys.executable, "-m", "kernelbrain.engine.cli", "optimize", str(EXAMPLES / "ops" / "gelu.py"),
                         "--llm"], capture_output=True, text=True)
     assert r.returncode == 2 and "LLM" in r.stderr
+    r = subprocess.run([sys.executable, "-m", "kernelbrain.engine.cli", "optimize", str(EXAMPLES / "ops" / "gelu.py"),
+                        "--max-candidates", "0"], capture_output=True, text=True)
+    assert r.returncode == 2 and "--max-candidates must be at least 1" in r.stderr
+
+
+@pytest.mark.slow
+def test_optimize_without_a_candidate_cap_runs_to_its_time_budget(workspace):
+    """No `--max-candidates`: the time budget (or stagnation) ends the search, not a hidden cap of
+    60 candidates, which a GPU compiles and ranks in well under a minute."""
+    proc = subprocess.run(
+        [sys.executable, "-m", "kernelbrain.engine.cli", "optimize", "ops/gelu.py::gelu_kernel", "--device", "cpu",
+         "--budget", "25s", "--json"], capture_output=True, text=True, cwd=workspace, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    out = json.loads(proc.stdout)
+    assert out["budget"]["limits"]["max_candidates"] is None
+    assert out["stopped"] != "budget: candidates"
+    assert out["budget"]["spent"]["candidates"] > 0
 
 
 def test_report_marks_stepping_stones_apart_from_pruned_candidates():

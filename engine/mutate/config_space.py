@@ -32,8 +32,9 @@ STAGES = (1, 2, 3, 4)
 # A pipelined streaming loop's depth (`loop_stages`), every step (a repeated step stays inside);
 # it keeps (depth - 1) tiles in shared memory. Up to 6: run AG's column strips ran fastest 4-6
 # deep but for one tiling (128 x 64 at 8 warps, 8 deep), and 8 cost 256 x 64 at 8 warps 18% (42.0
-# vs 35.7 us at 5); run AO, with 7 and 8 in the space, walked there and stopped at 2.55x on
-# 16384x4096 where runs AL and AM, which stopped at 6, reached 2.79-2.84x (128 x 32, 6 deep).
+# vs 35.7 us at 5); run AO, with 7 and 8 in the space, walked there, and its strips reached 2.55x
+# on 16384x4096 (2.63x autotuned) where runs AL and AM, 6 at most, reached 2.79-2.84x (128 x 32,
+# 6 deep; AP and AQ with this range 2.76-2.81x).
 LOOP_STAGES = (2, 3, 4, 5, 6)
 DOT_MN = (32, 64, 128, 256)
 DOT_K = (32, 64, 128)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import sys
 import time
 
 import msgspec
@@ -25,7 +26,9 @@ def parse_duration(text: str) -> float:
 class Budget(msgspec.Struct):
     wall_s: float = 180.0
     gpu_s: float | None = None  # None: bounded by wall time only
-    max_candidates: int = 60
+    # None: no cap, the time budget bounds the search (the CLI's default: an H200 compiles and
+    # ranks 60 candidates in about 40 s, so a cap of 60 ended `--budget 5m` searches there)
+    max_candidates: int | None = 60
     llm_tokens: int = 0
     llm_dollars: float = 0.0
 
@@ -60,7 +63,7 @@ class Meter:
             return "budget: wall time"
         if b.gpu_s is not None and s.gpu_s >= b.gpu_s:
             return "budget: GPU time"
-        if s.candidates >= b.max_candidates:
+        if b.max_candidates is not None and s.candidates >= b.max_candidates:
             return "budget: candidates"
         return None
 
@@ -68,4 +71,5 @@ class Meter:
         return max(0.0, self.budget.wall_s - self.reserve_s - self.tick().wall_s)
 
     def candidates_left(self) -> int:
-        return max(0, self.budget.max_candidates - self.spent.candidates)
+        cap = self.budget.max_candidates
+        return sys.maxsize if cap is None else max(0, cap - self.spent.candidates)

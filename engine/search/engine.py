@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import math
 import os
+import sys
 import threading
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -265,7 +266,7 @@ class Search:
     def _emit(self, kind: str, message: str) -> None:
         b = self.meter.budget
         s = self.meter.tick()
-        fraction = min(1.0, max(s.wall_s / b.wall_s, s.candidates / max(1, b.max_candidates),
+        fraction = min(1.0, max(s.wall_s / b.wall_s, s.candidates / max(1, b.max_candidates or sys.maxsize),
                                 (s.gpu_s / b.gpu_s) if b.gpu_s else 0.0))
         self.on_event(SearchEvent(kind, fraction, message, self.best_speedup if self.best_id else None,
                                   self.best_id, self.gpu))
