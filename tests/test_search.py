@@ -370,7 +370,7 @@ def test_a_step_that_paid_on_some_case_is_repeated_first(pool, tmp_path):
     muts = load_mutators()
     own = next(iter(muts["own-columns"].propose(MutationContext(task, source))))
     square = next(p for p in muts["config"].propose(MutationContext(task, own.source))
-                  if p.knobs == {"BLOCK_M": 64, "BLOCK_N": 64, "num_warps": 4})
+                  if p.knobs == {"BLOCK_M": 64, "BLOCK_N": 64, "num_warps": 4, "loop_stages": 3})
     nodes = {}
     for name, p, parent, per_case in [("own", own, "original", [0.4, 0.1, 2.5]),
                                       ("square", square, "own", [0.8, 0.1, 2.4])]:
