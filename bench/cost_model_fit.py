@@ -6,6 +6,8 @@ Spearman rho >= 0.7 between estimate and measurement), and fit the model's devic
     python bench/cost_model_fit.py SEARCH_JSON... --retest    # run-to-run rho of the measurements
     python bench/cost_model_fit.py LADDER_VS_FULL_JSON... --ladder-vs-full [--ops ...]
     python bench/cost_model_fit.py SEARCH_JSON... --quick    # every quick-timed candidate
+    python bench/cost_model_fit.py SEARCH_JSON... --quick --origin own-columns --case 0
+        # one structure's candidates, ranked on one case (what a dispatch bucket is chosen by)
 
 SEARCH_JSON is what `bench/gpu_search.py` wrote on the GPU machine: every verified variant with
 its source and measured speedup. Each source is dry-run and AOT-compiled here (no GPU needed) once;
@@ -79,9 +81,12 @@ class Example:
                         "per_case_measured": v["per_case"], "per_case_estimated": per_case})
         return out
 
-    def rho(self, dev: DeviceModel) -> float | None:
-        rows = self.rows(dev)
-        return spearman([r["estimated"] for r in rows], [r["measured"] for r in rows]) if len(rows) >= 3 else None
+    def rho(self, dev: DeviceModel, case: int | None = None) -> float | None:
+        """Over the geomeans, or over one case's speedups (`case`)."""
+        rows = [r for r in self.rows(dev) if case is None or len(r["per_case_measured"]) > case]
+        est = [r["estimated"] if case is None else r["per_case_estimated"][case] for r in rows]
+        meas = [r["measured"] if case is None else r["per_case_measured"][case] for r in rows]
+        return spearman(est, meas) if len(rows) >= 3 else None
 
 
 def first_generation(op: str, pool: WorkerPool) -> dict[str, tuple[str, str]]:
@@ -154,6 +159,8 @@ def main() -> int:
     ap.add_argument("--quick", action="store_true",
                     help="use every candidate the search quick-timed (runs from 2026-11-30 W on keep their "
                          "sources) instead of the verified variants")
+    ap.add_argument("--origin", default="", help="only variants whose origin (rewrite chain) contains this")
+    ap.add_argument("--case", type=int, help="rank on this case's speedups (0: the first) instead of the geomean")
     args = ap.parse_args()
     cache = pickle.loads(args.cache.read_bytes()) if args.cache and args.cache.exists() else {}
     wanted = {o for o in args.ops.split(",") if o}
@@ -166,12 +173,14 @@ def main() -> int:
                    for e in (ladder_vs_full_entries(run, pool) if args.ladder_vs_full else json.loads(run.read_text()))]
         if args.quick:
             entries = [quick_entry(e) for e in entries]
+        entries = [e | {"variants": [v for v in e.get("variants", []) if args.origin in v.get("origin", "")]}
+                   for e in entries]
         examples = [Example(e["op"], e, pool, args.workers, cache) for e in entries
                     if e.get("op") and e.get("variants") and (not wanted or e["op"] in wanted)]
         report = []
         for ex in examples:
             rows = ex.rows(dev)
-            rho = ex.rho(dev)
+            rho = ex.rho(dev, args.case)
             report.append({"op": ex.op, "rho": rho, "n": len(rows), "rows": rows})
             base = ex.search._estimate(ex.base, dev) or []
             print(f"== {ex.op}: rho {rho if rho is None else round(rho, 2)} (n={len(rows)}); first draft estimated / "
@@ -183,7 +192,7 @@ def main() -> int:
             scored = []
             for point in parse_grid(args.grid):
                 d = dataclasses.replace(dev, **point)
-                rhos = [ex.rho(d) for ex in examples]
+                rhos = [ex.rho(d, args.case) for ex in examples]
                 rhos = [r for r in rhos if r is not None]
                 scored.append((sum(rhos) / len(rhos), min(rhos), point, rhos))
             scored.sort(key=lambda x: (-x[0], -x[1]))
