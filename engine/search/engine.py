@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import math
 import os
-import sys
 import threading
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -266,7 +265,7 @@ class Search:
     def _emit(self, kind: str, message: str) -> None:
         b = self.meter.budget
         s = self.meter.tick()
-        fraction = min(1.0, max(s.wall_s / b.wall_s, s.candidates / max(1, b.max_candidates or sys.maxsize),
+        fraction = min(1.0, max(s.wall_s / b.wall_s, (s.candidates / b.max_candidates) if b.max_candidates else 0.0,
                                 (s.gpu_s / b.gpu_s) if b.gpu_s else 0.0))
         self.on_event(SearchEvent(kind, fraction, message, self.best_speedup if self.best_id else None,
                                   self.best_id, self.gpu))
