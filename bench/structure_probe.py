@@ -6,6 +6,7 @@ tried; matmul sits at 0.83-0.86x cuBLAS). Each variant is checked against the ex
 on the benchmark inputs, then timed with `triton.testing.do_bench` (L2 flushed, median).
 
 Usage (GPU): python3 bench/structure_probe.py --out probe.json [--ops col_sum,cross_entropy,matmul]
+             python3 bench/structure_probe.py --ops col_sum_forms --timer engine --repeat 3 --top 0
 Usage (CPU check of the kernels, interpreter): TRITON_INTERPRET=1 python3 bench/structure_probe.py --cpu
 """
 
@@ -171,6 +172,121 @@ def col_sum_variants(quick):
                 if bm * bn <= 16384 and bm * bn >= 32 * w * 4]
     for bm, bn, warps, stages in own:
         v[f"own columns {bm}x{bn} w{warps} s{stages}"] = col_sum_own_columns_launch(bm, bn, warps, stages)
+    return v
+
+
+# --- col_sum: the search's kernel form against the probe's, at fixed tilings ----------------------
+
+@triton.jit
+def col_sum_peeled(x_ptr, out_ptr, n_rows, n_cols, stride_row, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+                   LOOP_STAGES: tl.constexpr, HINTS: tl.constexpr):
+    """What `own-columns` writes (its first row block peeled so the accumulator starts as a tile),
+    optionally with `hints`' contiguity hints, as in run AQ's best bucket."""
+    pid_n = tl.program_id(0)
+    pid_m = 0
+    rows = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    cols = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+    if HINTS:
+        rows = tl.max_contiguous(tl.multiple_of(rows, BLOCK_M), BLOCK_M)
+        cols = tl.max_contiguous(tl.multiple_of(cols, BLOCK_N), BLOCK_N)
+    mask = (rows[:, None] < n_rows) & (cols[None, :] < n_cols)
+    acc = tl.load(x_ptr + rows[:, None] * stride_row + cols[None, :], mask=mask, other=0.0).to(tl.float32)
+    for pid_m in tl.range(1, tl.cdiv(n_rows, BLOCK_M), num_stages=LOOP_STAGES):
+        rows = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+        cols = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+        if HINTS:
+            rows = tl.max_contiguous(tl.multiple_of(rows, BLOCK_M), BLOCK_M)
+            cols = tl.max_contiguous(tl.multiple_of(cols, BLOCK_N), BLOCK_N)
+        mask = (rows[:, None] < n_rows) & (cols[None, :] < n_cols)
+        acc += tl.load(x_ptr + rows[:, None] * stride_row + cols[None, :], mask=mask, other=0.0).to(tl.float32)
+    tl.store(out_ptr + cols, tl.sum(acc, axis=0), mask=cols < n_cols)
+
+
+@triton.jit
+def col_sum_zero_start(x_ptr, out_ptr, n_rows, n_cols, stride_row, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+                       LOOP_STAGES: tl.constexpr, HINTS: tl.constexpr):
+    """The same loop over block indices from 0, the accumulator a zero tile (no peeled block)."""
+    pid_n = tl.program_id(0)
+    acc = tl.zeros([BLOCK_M, BLOCK_N], tl.float32)
+    for pid_m in tl.range(0, tl.cdiv(n_rows, BLOCK_M), num_stages=LOOP_STAGES):
+        rows = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+        cols = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+        if HINTS:
+            rows = tl.max_contiguous(tl.multiple_of(rows, BLOCK_M), BLOCK_M)
+            cols = tl.max_contiguous(tl.multiple_of(cols, BLOCK_N), BLOCK_N)
+        mask = (rows[:, None] < n_rows) & (cols[None, :] < n_cols)
+        acc += tl.load(x_ptr + rows[:, None] * stride_row + cols[None, :], mask=mask, other=0.0).to(tl.float32)
+    cols = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+    tl.store(out_ptr + cols, tl.sum(acc, axis=0), mask=cols < n_cols)
+
+
+def col_sum_form_launch(kernel, bm, bn, warps, stages, hints):
+    def run(x):
+        n_rows, n_cols = x.shape
+        out = torch.empty(n_cols, dtype=torch.float32, device=x.device)
+        kernel[(triton.cdiv(n_cols, bn),)](x, out, n_rows, n_cols, x.stride(0), BLOCK_M=bm, BLOCK_N=bn,
+                                           LOOP_STAGES=stages, HINTS=hints, num_warps=warps)
+        return out
+    return run
+
+
+def col_sum_autotuned_launch(kernel, configs, hints):
+    tuned = triton.autotune([triton.Config({"BLOCK_M": bm, "BLOCK_N": bn, "LOOP_STAGES": st}, num_warps=w)
+                             for bm, bn, w, st in configs], key=["n_rows", "n_cols"])(kernel)
+
+    def run(x):
+        n_rows, n_cols = x.shape
+        out = torch.empty(n_cols, dtype=torch.float32, device=x.device)
+        tuned[lambda meta: (triton.cdiv(n_cols, meta["BLOCK_N"]),)](x, out, n_rows, n_cols, x.stride(0), HINTS=hints)
+        return out
+    return run, tuned
+
+
+def search_record_best(path):
+    """The entry point of a search record's best variant (`bench/gpu_search.py`'s JSON), imported
+    from its source as the search wrote it."""
+    import importlib.util
+    import os
+    import tempfile
+    row = json.load(open(path))[0]
+    source = next(v["source"] for v in row["variants"] if v["id"] == row["best"])
+    folder = tempfile.mkdtemp(prefix="kb-probe-")
+    file = os.path.join(folder, f"best_{row['best']}.py")
+    with open(file, "w") as f:
+        f.write(source)
+    spec = importlib.util.spec_from_file_location(f"best_{row['best']}", file)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return getattr(mod, row["op"])
+
+
+# AG's two fastest own-columns tilings, AQ's autotune list (rows x columns, warps, loop depth)
+FORM_TILINGS = [(256, 64, 8, 5), (256, 64, 8, 6), (128, 64, 8, 8), (256, 32, 4, 5), (256, 32, 4, 6),
+                (128, 32, 4, 5), (128, 32, 4, 6), (256, 16, 4, 5)]
+AQ_LIST = [(256, 32, 4, 5), (256, 32, 4, 6), (128, 32, 4, 5), (128, 32, 4, 6), (256, 16, 4, 5), (256, 16, 4, 6)]
+TUNED = []  # the autotuned kernels, so the probe can say which configuration each picked
+
+
+def col_sum_form_variants(quick):
+    """Why run AQ's strips (37.0 us alone) stayed short of AG's probe (35.7 us) at the same tilings:
+    the peeled first block, the hints, or the autotuner's pick."""
+    v = {"first-draft": col_sum_mod.col_sum}
+    tilings = FORM_TILINGS[:1] if quick else FORM_TILINGS
+    for bm, bn, w, st in tilings:
+        v[f"probe own columns {bm}x{bn} w{w} s{st}"] = col_sum_own_columns_launch(bm, bn, w, st)
+        for name, kernel in (("peeled", col_sum_peeled), ("zero-start", col_sum_zero_start)):
+            for hints in (False, True):
+                v[f"{name}{' hints' if hints else ''} {bm}x{bn} w{w} s{st}"] = col_sum_form_launch(kernel, bm, bn, w, st, hints)
+    if not quick:
+        for label, configs in (("AQ list", AQ_LIST), ("AQ list + 256x64 w8", AQ_LIST + [(256, 64, 8, 5), (256, 64, 8, 6)])):
+            for name, kernel in (("peeled", col_sum_peeled), ("zero-start", col_sum_zero_start)):
+                run, tuned = col_sum_autotuned_launch(kernel, configs, True)
+                TUNED.append((f"autotuned {name} hints, {label}", tuned))
+                v[f"autotuned {name} hints, {label}"] = run
+        import os
+        record = os.environ.get("KB_PROBE_SEARCH_RECORD", "bench/runs/2026-12-01/AQ-col_sum.json")
+        if os.path.exists(record):
+            v[f"search best ({os.path.basename(record)})"] = search_record_best(record)
     return v
 
 
@@ -633,6 +749,7 @@ def mm_variants(quick):
 OPS = {
     "col_sum": (col_sum_variants, col_sum_mod.col_sum_ref, col_sum_mod.col_sum_inputs, col_sum_mod.col_sum_small_inputs, 2e-3, 1e-2),
     "cross_entropy": (ce_variants, ce_mod.cross_entropy_ref, ce_mod.cross_entropy_inputs, ce_mod.cross_entropy_small_inputs, 1e-4, 1e-4),
+    "col_sum_forms": (col_sum_form_variants, col_sum_mod.col_sum_ref, col_sum_mod.col_sum_inputs, col_sum_mod.col_sum_small_inputs, 2e-3, 1e-2),
     "read": (read_variants, lambda x: x.float().sum().reshape(1), read_inputs, read_small_inputs, 5.0, 1e-3),
     "matmul": (mm_variants, mm_mod.matmul_ref, mm_mod.matmul_inputs, mm_mod.matmul_small_inputs, 1e-2, 1e-2),
 }
@@ -711,6 +828,8 @@ def main():
     ap.add_argument("--ncu", default=None, metavar="KERNEL_REGEX",
                     help="after timing, profile each matched variant once on the first case under Nsight Compute "
                          "(kernels whose name matches KERNEL_REGEX)")
+    ap.add_argument("--repeat", type=int, default=1,
+                    help="time each variant's first case this many times, in rounds over all variants (median)")
     ap.add_argument("--once", action="store_true", help=argparse.SUPPRESS)  # the process ncu profiles
     opts = ap.parse_args()
     if opts.once:
@@ -775,6 +894,17 @@ def main():
             row["wall_s"] = round(time.time() - t0, 2)
             rows.append(row)
             print(f"{op:14s} {name:55s} {'ok' if row['ok'] else 'FAIL ' + row.get('error', '')} {row['ms']}", flush=True)
+        if not opts.cpu and opts.repeat > 1:
+            # rounds over every variant in turn, so drift over the run hits each alike; ms[0] is the
+            # median of the rounds, "rounds" keeps them all
+            ok = [r for r in rows if r["ok"] and r["ms"]]
+            for r in ok:
+                r["rounds"] = [r["ms"][0]]
+            for _ in range(opts.repeat - 1):
+                for r in ok:
+                    r["rounds"].append(time_of(variants[r["name"]], cases[0]))
+            for r in ok:
+                r["ms"][0] = sorted(r["rounds"])[len(r["rounds"]) // 2]
         if not opts.cpu:
             timed = sorted((r for r in rows if r["ok"] and r["ms"]), key=lambda r: r["ms"][0])
             keep = timed[:opts.top] + [r for r in timed if r["name"] in BASELINES]
@@ -797,6 +927,10 @@ def main():
             for r in timed[:12]:
                 print(f"   {r['name']:55s} {[round(x * 1e3, 1) for x in r['ms']]} us  rate {[round(x, 3) for x in r.get('rate', [])]}", flush=True)
         record["ops"][op] = rows
+        for name, tuned in TUNED:
+            picked = {str(key): str(cfg) for key, cfg in getattr(tuned, "cache", {}).items()}
+            record.setdefault("autotune_picks", {})[name] = picked
+            print(f"   {name}: picked {picked}", flush=True)
         if opts.ncu and not opts.cpu:
             record.setdefault("ncu", {})[op] = ncu_variants(op, list(variants), opts)
     if opts.out:
