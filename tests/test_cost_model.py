@@ -331,3 +331,19 @@ def test_a_streaming_loop_keeps_its_pipeline_stages_in_flight_and_an_sm_caps_its
     plain = own.replace(", num_stages=3)", ")").replace("tl.range(", "range(")
     assert col_sum_us(plain, 16384, 4096, 256, 64, facts=facts, warps=8, grid=(64, 1)) == pytest.approx(own_us(1))
     assert own_us(8, 65536, 1024) > 2.5 * own_us(5)  # 16 programs: each SM streams ~65 GB/s at most
+
+
+def test_an_sm_with_few_warps_streams_below_its_cap():
+    """H200 col_sum 16384x4096, one program per 64-column strip (64 programs, one an SM), 128 x 64
+    tiles: 40.0 us at 4 warps (run AQ), 35.5 us at 8 (run AS). Where programs fill more SMs than
+    the cap binds (32-column strips, 128 programs) the warps change nothing."""
+    own = _own_columns_source().replace("num_stages=3)", "num_stages=6)")
+    facts = CompiledFacts("col_sum_kernel", True, n_regs=96, n_spills=0, shared_bytes=80 * 1024)
+
+    def own_us(bn: int, warps: int, dev: DeviceModel = DEV) -> float:
+        return col_sum_us(own, 16384, 4096, 128, bn, facts=facts, warps=warps, grid=(4096 // bn, 1), dev=dev)
+
+    assert own_us(64, 4) > 1.08 * own_us(64, 8)
+    flat = dataclasses.replace(DEV, sm_stream_warp_exponent=0.0)
+    assert own_us(64, 4, flat) == pytest.approx(own_us(64, 8, flat))
+    assert own_us(32, 4) == pytest.approx(own_us(32, 4, flat))

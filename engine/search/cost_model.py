@@ -157,6 +157,15 @@ class DeviceModel:
     # cross_entropy S, 0.99 -> 0.81 (n=6; its latest, AD, 0.81 either way; bench/cost_model_fit.py).
     loop_prefetch_exponent: float = 1.0
     sm_stream_gbps: float = 65.0
+    # An SM streams its cap only with enough warps to issue the loads, unpack them and add them
+    # up: below `sm_stream_warps` resident warps its cap scales by (warps / that) ** this. H200
+    # col_sum 16384x4096, one program per 64-column strip (64 programs, one an SM; run AS, engine
+    # timing, median of 3): 128 x 64 tiles at 4 warps 40.0 us (run AQ, quick rung), at 8 warps
+    # 35.5 us: 52 against 59 GB/s an SM, (4 / 8) ** 0.18. Without it the model tied the two,
+    # and the search's estimate rung kept the 4-warp one (the first in geomean order) and never
+    # timed the 8-warp strips (runs AL-AQ).
+    sm_stream_warps: int = 8
+    sm_stream_warp_exponent: float = 0.18
     max_warps_per_sm: int = 64
     max_blocks_per_sm: int = 32
     regs_per_sm: int = 65536
@@ -424,7 +433,9 @@ def launch_time_us(rec: LaunchRecord, facts: CompiledFacts | None, shape: Kernel
     def stream_bw(at_once: float) -> float:  # bytes/us that `at_once` programs' loads in flight sustain
         in_flight = at_once * tile * elem * max(1, loads) * prefetched
         busy_sms = min(dev.sms, max(at_once, 1.0))
-        return min(dev.bandwidth_gbps * 1e3, busy_sms * dev.sm_stream_gbps * 1e3,
+        warps_on_sm = rec.num_warps * max(at_once, 1.0) / busy_sms
+        sm_gbps = dev.sm_stream_gbps * min(1.0, warps_on_sm / dev.sm_stream_warps) ** dev.sm_stream_warp_exponent
+        return min(dev.bandwidth_gbps * 1e3, busy_sms * sm_gbps * 1e3,
                    in_flight / (dev.memory_latency_us * 1e-6) / 1e6) * short_runs
 
     bw = stream_bw(min(resident, programs))
