@@ -354,6 +354,12 @@ def test_shape_winners_and_other_structures_are_expanded_and_a_climb_is_progress
     ranked = [search.nodes[k] for k in ("c0", "c1", "c2")] + [own, wide]
     kept, dropped = halve(ranked, 2, search._case_speedups)
     assert wide in kept and own in kept and search.nodes["c2"] in dropped  # wide: a shape's best; own: a structure's
+    # a structure's best on one case is kept though another structure leads there: the tiling of
+    # the column strips that wins the first case loses the geomean to the one that wins the third
+    eight = node("eight", "own-columns+launcher-cleanup+loop-stages+config", [1.5, 0.05, 2.0], outcome="stone")
+    kept, dropped = halve(ranked + [eight], 2, search._case_speedups)
+    assert eight in kept and search.nodes["c2"] in dropped
+    del search.nodes["eight"]
     before = (search.best_speedup, search._per_shape_best(), search._structure_bests())
     assert not search._progressed(*before)
     own.quick_timing = timing([0.8, 0.1, 2.5])  # retuned: twice as fast on the first case, still no shape's best

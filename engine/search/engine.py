@@ -114,16 +114,22 @@ def halve(ranked: list[Node], keep: int, per_case: Callable[[Node], list[float]]
     rung of an H200) composes with the others, and a structure's tuning goes on while another
     leads (run AK: a column-strip tiling one doubling from the deep tiles was pruned behind an
     autotuned variant of its structure, which `config` cannot retune). With
-    `per_case` (a node's speedups per case) it keeps the best on each case too: results are
-    dispatched per shape, and a structure that wins one shape can lose the geomean badly (H200
-    col_sum, one program per column strip: 2.69x on 1024x65536, 0.10x on 65536x1024; run AH)."""
+    `per_case` (a node's speedups per case) it keeps each structure's best on each case too:
+    results are dispatched per shape, and a structure that wins one shape can lose the geomean
+    badly (H200 col_sum, one program per column strip: 2.69x on 1024x65536, 0.10x on 65536x1024;
+    run AH). Within a structure the tiling that wins one shape can lose the others: its 64-column
+    strips at 8 warps, the fastest on 16384x4096 (35.5 us, run AS), ranked low by the geomean and
+    were never timed while only the best of all structures on each case was kept (runs AL-AQ)."""
     def kind(n: Node) -> tuple:  # an autotuned variant ends its structure's walk (`Search._parents`)
         return structure(n.origin), _autotuned(n.origin)
 
     kept, dropped = ranked[:keep], []
     last_steps = {n.origin.split("+")[-1] for n in kept}
     structures = {kind(n) for n in kept}
-    leaders = {n.id for n in case_leaders(ranked, per_case)} if per_case is not None else set()
+    leaders = set()
+    if per_case is not None:
+        for shape in dict.fromkeys(kind(n) for n in ranked):
+            leaders |= {n.id for n in case_leaders([n for n in ranked if kind(n) == shape], per_case)}
     for node in ranked[keep:]:
         last, shape = node.origin.split("+")[-1], kind(node)
         if last not in last_steps or shape not in structures or node.id in leaders:
