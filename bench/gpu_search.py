@@ -187,7 +187,8 @@ def main() -> int:
     ap.add_argument("--ops", default=",".join(OPS))
     ap.add_argument("--ladder-vs-full", default="")
     ap.add_argument("--full-candidates", type=int, default=16)
-    ap.add_argument("--max-candidates", type=int, default=400)
+    ap.add_argument("--max-candidates", type=int, default=None,
+                    help="cap on compiled candidates; none by default, as `kernelbrain optimize` (the budget ends it)")
     ap.add_argument("--compile-workers", type=int, default=None, help="AOT compile workers per search")
     args = ap.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
