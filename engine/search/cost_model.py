@@ -159,9 +159,9 @@ class DeviceModel:
     sm_stream_gbps: float = 65.0
     # An SM streams its cap only with enough warps to issue the loads, unpack them and add them
     # up: below `sm_stream_warps` resident warps its cap scales by (warps / that) ** this. H200
-    # col_sum 16384x4096, one program per 64-column strip (64 programs, one an SM; run AS, engine
-    # timing, median of 3): 128 x 64 tiles at 4 warps 40.0 us (run AQ, quick rung), at 8 warps
-    # 35.5 us: 52 against 59 GB/s an SM, (4 / 8) ** 0.18. Without it the model tied the two,
+    # col_sum 16384x4096, one program per 64-column strip (64 programs, one an SM): 128 x 64
+    # tiles at 4 warps, 5 deep, 40.0 us (run AQ, quick rung); at 8 warps 35.5 us 8 deep, 256 x 64
+    # 36.3 us 5 deep (run AS, engine timing, median of 3): 52 against 58-59 GB/s an SM, (4 / 8) ** 0.18. Without it the model tied the two,
     # and the search's estimate rung kept the 4-warp one (the first in geomean order) and never
     # timed the 8-warp strips (runs AL-AQ).
     sm_stream_warps: int = 8
