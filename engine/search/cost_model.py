@@ -133,6 +133,16 @@ class DeviceModel:
     # variants 0.88 -> 0.94; the other examples' quick-rung and verified sets unchanged
     # (bench/cost_model_fit.py over runs S, W, X, Y, Z).
     spill_max: float = 0.2
+    # Beyond that bounded charge, heavy spills move their own bytes: every thread's spilled 4-byte
+    # registers, this many times, streamed like the kernel's own bytes (a spill is stored and
+    # loaded back; one of the two is charged, the other mostly hits L1/L2). H200 softmax on
+    # 1024x32768 (run AU, quick rung), a single-pass row held by 1 / 2 warps: 4,960 / 2,848
+    # spilled registers, 0.13x / 0.20x the first draft (estimated 1.67x with the bounded charge
+    # alone); at 4 warps 56 spills, 0.93x against 1.29x at the default 16 warps. Spearman rho
+    # over AU's 110 quick-timed softmax candidates 0.66 -> 0.77 (2.0: 0.73; in sample), over AI's
+    # 93 0.75 -> 0.85 (out of sample); the verified sets of the latest runs of every example
+    # unchanged (bench/cost_model_fit.py --grid "spill_traffic=0,1,2").
+    spill_traffic: float = 1.0
     # A grid smaller than one wave streams at what its own programs keep in flight, and its
     # memory time is charged waves ** this besides (it was 0.25 with every resident slot counted
     # as in flight; the tensor-core and special-function floors keep 0.25). H200 col_sum
@@ -419,6 +429,7 @@ def launch_time_us(rec: LaunchRecord, facts: CompiledFacts | None, shape: Kernel
         dram += nbytes * (1 + (n - 1) * (1 - hit + hit * dev.l2_reread_cost))
     for p in shape.stores | shape.atomics:
         dram += sizes.get(p, 0) * (1.5 if p in shape.atomics else 1.0)
+    dram += (facts.n_spills or 0 if facts else 0) * 4 * threads * programs * dev.spill_traffic
     values = {a.name: a.value for a in rec.args if a.kind in ("constexpr", "int")} | rec.config
     # unrolled loops keep all their loads in flight at once
     loads = max([shape.loads_per_iteration] + [n * values[e] for e, n in shape.unrolled
