@@ -350,8 +350,8 @@ def test_a_streaming_loop_keeps_its_pipeline_stages_in_flight_and_an_sm_caps_its
 
 def test_an_sm_with_few_warps_streams_below_its_cap():
     """H200 col_sum 16384x4096, one program per 64-column strip (64 programs, one an SM), 128 x 64
-    tiles: 40.0 us at 4 warps (run AQ), 35.5 us at 8 (run AS). Where programs fill more SMs than
-    the cap binds (32-column strips, 128 programs) the warps change nothing."""
+    tiles: 40.0 us at 4 warps 5 deep (run AQ), 35.5 us at 8 warps 8 deep (run AS). Where programs
+    fill more SMs than the cap binds (32-column strips, 128 programs) the warps change nothing."""
     own = _own_columns_source().replace("num_stages=3)", "num_stages=6)")
     facts = CompiledFacts("col_sum_kernel", True, n_regs=96, n_spills=0, shared_bytes=80 * 1024)
 

@@ -171,9 +171,9 @@ class DeviceModel:
     # up: below `sm_stream_warps` resident warps its cap scales by (warps / that) ** this. H200
     # col_sum 16384x4096, one program per 64-column strip (64 programs, one an SM): 128 x 64
     # tiles at 4 warps, 5 deep, 40.0 us (run AQ, quick rung); at 8 warps 35.5 us 8 deep, 256 x 64
-    # 36.3 us 5 deep (run AS, engine timing, median of 3): 52 against 58-59 GB/s an SM, (4 / 8) ** 0.18. Without it the model tied the two,
-    # and the search's estimate rung kept the 4-warp one (the first in geomean order) and never
-    # timed the 8-warp strips (runs AL-AQ).
+    # 36.3 us 5 deep (run AS, engine timing, median of 3): 52 against 58-59 GB/s an SM, (4 / 8) **
+    # 0.18. Without it the model tied the two, and the search's estimate rung kept the 4-warp one
+    # (the first in geomean order) and never timed the 8-warp strips (runs AL-AQ).
     sm_stream_warps: int = 8
     sm_stream_warp_exponent: float = 0.18
     max_warps_per_sm: int = 64
@@ -429,7 +429,8 @@ def launch_time_us(rec: LaunchRecord, facts: CompiledFacts | None, shape: Kernel
         dram += nbytes * (1 + (n - 1) * (1 - hit + hit * dev.l2_reread_cost))
     for p in shape.stores | shape.atomics:
         dram += sizes.get(p, 0) * (1.5 if p in shape.atomics else 1.0)
-    dram += (facts.n_spills or 0 if facts else 0) * 4 * threads * programs * dev.spill_traffic
+    spills = (facts.n_spills or 0) if facts else 0
+    dram += spills * 4 * threads * programs * dev.spill_traffic
     values = {a.name: a.value for a in rec.args if a.kind in ("constexpr", "int")} | rec.config
     # unrolled loops keep all their loads in flight at once
     loads = max([shape.loads_per_iteration] + [n * values[e] for e, n in shape.unrolled
@@ -486,7 +487,7 @@ def launch_time_us(rec: LaunchRecord, facts: CompiledFacts | None, shape: Kernel
         tiles_cfg = {a.name: a.value for a in rec.args if a.kind == "constexpr"} | rec.config
         compute_us = flops / (dev.bf16_tflops * 1e6 * dot_efficiency(tiles_cfg, rec.num_warps, rec.num_stages,
                                                                      shape.grouped, dev)) / max(wave_eff, 0.05)
-    slowdown = 1 + min(dev.spill_max, (facts.n_spills or 0) / 256) if facts else 1.0  # register spills
+    slowdown = 1 + min(dev.spill_max, spills / 256)  # register spills
     if shape.loops and not shape.uses_dot and rec.num_warps > 4 and waves > 1:
         slowdown *= (rec.num_warps / 4) ** dev.wide_program_exponent
     widths = [values[w] for w in shape.atomic_widths if isinstance(values.get(w), int)]
