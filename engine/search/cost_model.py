@@ -173,7 +173,9 @@ class DeviceModel:
     # tiles at 4 warps, 5 deep, 40.0 us (run AQ, quick rung); at 8 warps 35.5 us 8 deep, 256 x 64
     # 36.3 us 5 deep (run AS, engine timing, median of 3): 52 against 58-59 GB/s an SM, (4 / 8) **
     # 0.18. Without it the model tied the two, and the search's estimate rung kept the 4-warp one
-    # (the first in geomean order) and never timed the 8-warp strips (runs AL-AQ).
+    # (the first in geomean order) and never timed the 8-warp strips (runs AL-AQ). Out of sample,
+    # over run AG's 135 strip tilings on 16384x4096, Spearman rho 0.67 -> 0.80 (0.5: 0.82;
+    # bench/probe_entries.py, bench/cost_model_fit.py).
     sm_stream_warps: int = 8
     sm_stream_warp_exponent: float = 0.18
     max_warps_per_sm: int = 64
