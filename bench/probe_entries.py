@@ -17,48 +17,33 @@ from __future__ import annotations
 import argparse
 import json
 import re
+import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from kernelbrain.engine.mutate import MutationContext, load_mutators  # noqa: E402
+from kernelbrain.engine.mutate.config_space import apply_knobs, launch_knobs  # noqa: E402
+from kernelbrain.engine.task import find_task  # noqa: E402
+
 TILING = re.compile(r"(\d+)x(\d+) w(\d+) s(\d+)$")
 
-KERNEL = '''@triton.jit
-def col_sum_kernel(x_ptr, out_ptr, n_rows, n_cols, stride_row, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
-    pid_n = tl.program_id(0)
-    pid_m = 0
-    rows = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
-    cols = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
-    mask = (rows[:, None] < n_rows) & (cols[None, :] < n_cols)
-    x = tl.load(x_ptr + rows[:, None] * stride_row + cols[None, :], mask=mask, other=0.0)
-    acc = x.to(tl.float32)
-    for pid_m in {loop}:
-        rows = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
-        cols = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
-        mask = (rows[:, None] < n_rows) & (cols[None, :] < n_cols)
-        x = tl.load(x_ptr + rows[:, None] * stride_row + cols[None, :], mask=mask, other=0.0)
-        acc += x.to(tl.float32)
-    partial = tl.sum(acc, axis=0)
-    tl.store(out_ptr + cols, partial, mask=cols < n_cols)
-
-
-def col_sum(x: torch.Tensor) -> torch.Tensor:
-    n_rows, n_cols = x.shape
-    out = torch.empty(n_cols, dtype=torch.float32, device=x.device)
-    grid = (triton.cdiv(n_cols, {bn}), 1)
-    col_sum_kernel[grid](x, out, n_rows, n_cols, x.stride(0), BLOCK_M={bm}, BLOCK_N={bn}, num_warps={warps})
-    return out
-
-
-'''
-
-
 def strip_source(bm: int, bn: int, warps: int, stages: int) -> str:
-    """The col_sum example with its kernel and launcher replaced by one column strip per program."""
-    example = (ROOT / "examples" / "ops" / "col_sum.py").read_text()
-    first_draft = example[example.index("@triton.jit"):example.index("def col_sum_ref")]
-    loop = (f"tl.range(1, tl.cdiv(n_rows, BLOCK_M), num_stages={stages})" if stages > 1
-            else "range(1, tl.cdiv(n_rows, BLOCK_M))")
-    return example.replace(first_draft, KERNEL.format(loop=loop, bm=bm, bn=bn, warps=warps))
+    """The col_sum example as the search writes one column strip per program: `own-columns`, then
+    `launcher-cleanup`, then `config` with this tiling, warps and loop depth (the engine's own
+    rewrites, so the source is what a search would time)."""
+    task = find_task(ROOT / "examples" / "ops" / "col_sum.py", "col_sum_kernel")
+    mutators = load_mutators()
+    source = Path(task.file).read_text()
+    for name in ("own-columns", "launcher-cleanup"):
+        source = next(iter(mutators[name].propose(MutationContext(task, source)))).source
+    ctx = MutationContext(task, source)
+    (lv,) = ctx.entry_launches()
+    knobs = {"BLOCK_M": bm, "BLOCK_N": bn, "num_warps": warps, "loop_stages": stages}
+    written = apply_knobs(ctx, lv, launch_knobs(ctx, lv), knobs)
+    assert written is not None, knobs
+    return written
 
 
 def main() -> int:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import re
-import sys
 import time
 
 import msgspec
@@ -63,13 +62,13 @@ class Meter:
             return "budget: wall time"
         if b.gpu_s is not None and s.gpu_s >= b.gpu_s:
             return "budget: GPU time"
-        if b.max_candidates is not None and s.candidates >= b.max_candidates:
+        if self.out_of_candidates():
             return "budget: candidates"
         return None
 
     def left_s(self) -> float:
         return max(0.0, self.budget.wall_s - self.reserve_s - self.tick().wall_s)
 
-    def candidates_left(self) -> int:
+    def out_of_candidates(self) -> bool:
         cap = self.budget.max_candidates
-        return sys.maxsize if cap is None else max(0, cap - self.spent.candidates)
+        return cap is not None and self.spent.candidates >= cap

@@ -126,10 +126,10 @@ def halve(ranked: list[Node], keep: int, per_case: Callable[[Node], list[float]]
     kept, dropped = ranked[:keep], []
     last_steps = {n.origin.split("+")[-1] for n in kept}
     structures = {kind(n) for n in kept}
-    leaders = set()
-    if per_case is not None:
-        for shape in dict.fromkeys(kind(n) for n in ranked):
-            leaders |= {n.id for n in case_leaders([n for n in ranked if kind(n) == shape], per_case)}
+    by_kind: dict[tuple, list[Node]] = {}
+    for node in ranked:
+        by_kind.setdefault(kind(node), []).append(node)
+    leaders = {n.id for group in by_kind.values() for n in case_leaders(group, per_case)} if per_case else set()
     for node in ranked[keep:]:
         last, shape = node.origin.split("+")[-1], kind(node)
         if last not in last_steps or shape not in structures or node.id in leaders:
@@ -708,7 +708,7 @@ class Search:
             if rej is not None:
                 self._end(node, "rejected", "gate", rej.reason, rej.message)
                 continue
-            if self.meter.candidates_left() <= 0 and not force:
+            if self.meter.out_of_candidates() and not force:
                 node.outcome = "not-run"
                 continue
             self.meter.spent.candidates += 1
