@@ -35,6 +35,7 @@ SHOWCASE = {
     "loop-stages": "cross_entropy",
     "host-sync": "cross_entropy",
     "overlap-checks": "cross_entropy after host-sync",
+    "exp2": "cross_entropy after online-softmax",
 }
 
 
@@ -326,6 +327,40 @@ def test_autotune_refuses_atomics_and_input_sized_tiles():
     p = propose("autotune", task_g, gelu)[0]
     assert "@triton.autotune(" in p.source and "lambda META: (triton.cdiv(n, META[\"BLOCK\"]),)" in p.source
     assert "BLOCK=64" not in p.source.split("def gelu(")[1]
+
+
+def test_exp2_rewrites_only_provably_fp32_exponentials():
+    src = textwrap.dedent('''
+        import torch, triton
+        import triton.language as tl
+
+        @triton.jit
+        def k(x_ptr, h_ptr, out_ptr, n, BLOCK: tl.constexpr):
+            offs = tl.arange(0, BLOCK)
+            x = tl.load(x_ptr + offs, mask=offs < n, other=0.0).to(tl.float32)
+            raw = tl.load(x_ptr + offs, mask=offs < n, other=0.0)
+            h = tl.load(h_ptr + offs, mask=offs < n, other=0.0).to(tl.float16)
+            m = float("-inf")
+            s = 0.0
+            for start in range(0, n, BLOCK):
+                m_new = tl.maximum(m, tl.max(x, axis=0))
+                s = s * tl.exp(m - m_new) + tl.sum(tl.exp(x - m_new), axis=0)
+                m = m_new
+            d = x.to(tl.float64)
+            tl.store(out_ptr + offs, s + tl.exp(raw) + tl.exp(h) + tl.exp(d) + tl.math.exp(-x))
+
+        def run(x, h, out):
+            k[(1,)](x, h, out, x.numel(), BLOCK=1024)
+    ''')
+    task = Task("config", "/tmp/k.py", "k", "run", "/tmp/k.py", "run", "/tmp/k.py:run")
+    p = propose("exp2", task, src)[0]
+    # the loop-carried fp32 values and the upcast tile are rewritten, the subtraction kept first
+    assert "s = s * tl.exp2((m - m_new) * 1.4426950408889634) + tl.sum(tl.exp2((x - m_new) * 1.4426950408889634)" in p.source
+    assert "tl.math.exp2(-x * 1.4426950408889634)" in p.source
+    # an unconverted load (its pointer's type), fp16 (scaled in fp16) and fp64 stay tl.exp
+    assert "tl.exp(raw) + tl.exp(h) + tl.exp(d)" in p.source and "3 left as tl.exp" in p.description
+    assert propose("exp2", task, p.source.replace("tl.exp(raw) + tl.exp(h) + tl.exp(d) + ", "")) == []
+    assert propose("exp2", *example("rmsnorm")) == []  # no exponentials
 
 
 def test_int64_offsets_only_where_kb104_applies():

@@ -80,7 +80,8 @@ PREWARM_WAIT_S = 60.0  # longest the GPU waits for a candidate's ahead-of-time c
 # of its own among the parents: in a 5-minute H200 col_sum search (run AI) the coarsened atomics
 # with hints, with int64 offsets, with both, ... took every slot, and one program per column
 # strip (1.33x on 16384x4096 after one retuning, 0.64x before) was never expanded again.
-TUNING_STEPS = frozenset({"original", "config", "loop-stages", "hints", "int64-offsets", "launcher-cleanup", "autotune"})
+TUNING_STEPS = frozenset({"original", "config", "loop-stages", "hints", "int64-offsets", "launcher-cleanup", "autotune",
+                          "exp2"})
 
 
 def structure(origin: str) -> tuple[str, ...]:
