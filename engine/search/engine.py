@@ -87,8 +87,10 @@ TUNING_STEPS = frozenset({"original", "config", "loop-stages", "hints", "int64-o
 # Tuning steps that depend on neither the tiling nor the structure and propose one variant each:
 # one that made some variant faster is worth trying on the best before the search ends. H200
 # cross_entropy search (run AX): `exp2` made an early variant 4% faster (2.61x -> 2.71x), and the
-# best, found 237 s into 300, never got it; a probe timed that kernel at 72.7 us with `tl.exp`,
-# 70.3 us with `exp2` (bench/structure_probe.py --ops cross_entropy_exp_forms).
+# best, found 237 s into 300, never got it; a probe timed its form (4096 wide, 2 warps) at 73.1 us
+# with `tl.exp`, 70.5 us with `exp2` (bench/structure_probe.py --ops cross_entropy_exp_forms).
+# In run AY the walk itself reached the best with exp2 (251 s into 300); this step then added
+# hints and int64 offsets to it, tied with it within the noise floor in the final A/B.
 STACKABLE_STEPS = frozenset({"exp2", "hints", "int64-offsets"})
 
 
