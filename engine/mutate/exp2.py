@@ -31,6 +31,7 @@ _ELEMENTWISE = {"maximum", "minimum", "max", "min", "sum", "exp", "exp2", "log",
                 "abs", "fma", "cumsum", "where", "math.exp", "math.exp2", "math.log", "math.log2", "math.sqrt",
                 "math.rsqrt", "math.fma", "math.abs"}
 NEUTRAL = "scalar"  # a Python number, an integer, a runtime scalar: takes the tile's float type
+PENDING = "pending"  # a local not typed yet in the fixed-point iteration: neutral until it is
 
 
 def _combine(types: list[str | None]) -> str | None:
@@ -53,7 +54,7 @@ class _Types:
         self.env: dict[str, str | None] = {p: NEUTRAL for p in kv.params}
         for _ in range(len(kv.assigns) + 1):
             new = {name: _combine([self.of(v) for v in values]) for name, values in kv.assigns.items()}
-            if all(self.env.get(k, "pending") == t for k, t in new.items()):
+            if all(self.env.get(k, PENDING) == t for k, t in new.items()):
                 break
             self.env.update(new)
 
@@ -68,7 +69,7 @@ class _Types:
         if isinstance(e, ast.Constant):
             return NEUTRAL if isinstance(e.value, (int, float)) else None
         if isinstance(e, ast.Name):
-            return self.env.get(e.id, "pending") if e.id in self.kv.assigns or e.id in self.env else None
+            return self.env.get(e.id, PENDING) if e.id in self.kv.assigns or e.id in self.env else None
         if isinstance(e, ast.BinOp):
             return _combine([self.of(e.left), self.of(e.right)])
         if isinstance(e, ast.UnaryOp) and isinstance(e.op, (ast.USub, ast.UAdd)):
@@ -92,10 +93,8 @@ class _Types:
             return self._dtype_arg(e, 1 if name == "zeros" else 2)
         if name in ("arange", "program_id", "num_programs", "cdiv"):
             return NEUTRAL
-        if name in _ELEMENTWISE:
-            args = e.args[1:] if name == "where" else [a for a in e.args[:1 if name in ("max", "min", "sum", "cumsum")
-                                                                         else None]]
-            return _combine([self.of(a) for a in args])
+        if name in _ELEMENTWISE:  # an integer axis argument is neutral; `where`'s condition is no value
+            return _combine([self.of(a) for a in (e.args[1:] if name == "where" else e.args)])
         return None
 
 
@@ -112,7 +111,8 @@ class _ToExp2(ast.NodeTransformer):
 
     def visit_Call(self, node: ast.Call):
         self.generic_visit(node)
-        if not _is_exp(self.kv, node) or not isinstance(node.func, ast.Attribute) or len(node.args) != 1 or node.keywords:
+        if not (_is_exp(self.kv, node) and isinstance(node.func, ast.Attribute) and len(node.args) == 1
+                and not node.keywords):
             return node
         if self.types.of(node.args[0]) != "f32":
             self.skipped += 1
@@ -129,8 +129,7 @@ def propose(ctx: MutationContext):
     if kv is None or not kv.uses("exp", "math.exp"):
         return
     rewrite = _ToExp2(kv, _Types(kv))
-    new_fn = copy.deepcopy(kv.node)
-    new_fn = rewrite.visit(new_fn)
+    new_fn = rewrite.visit(copy.deepcopy(kv.node))
     if not rewrite.count:
         return
     source = Edits(ctx.source).replace_function(kv.node, fix(new_fn)).apply()
