@@ -11,7 +11,8 @@ exponent). Results below 2^-126 flush to zero, which a sum of exponentials never
 
 Precondition: the argument is provably fp32 (a light type inference over the kernel's
 assignments); an fp16/bf16 argument would be scaled in its own precision before `tl.exp2`
-upcasts it, and an fp64 one gains nothing.
+upcasts it, and an fp64 one gains nothing. Only the kernel's own body is rewritten, not the
+`@triton.jit` helpers it calls (other kernels may call them too).
 """
 
 from __future__ import annotations
