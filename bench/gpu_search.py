@@ -250,7 +250,9 @@ def main() -> int:
                    # per mode, every verified variant: is the other mode's best among them, and where?
                    "ladder_variants": {v.id: round(v.speedup, 4) for v in ladder.variants},
                    "full_variants": {v.id: round(v.speedup, 4) for v in full.variants},
-                   "ladder_counts": msgspec.to_builtins(ladder.candidates), "full_counts": msgspec.to_builtins(full.candidates)}
+                   "ladder_counts": msgspec.to_builtins(ladder.candidates), "full_counts": msgspec.to_builtins(full.candidates),
+                   # where the ladder left each candidate (full fidelity's best among them): rung and score
+                   "ladder_outcomes": {p.candidate: [p.outcome, p.speedup] for p in ladder.trajectory}}
             rows.append({"ladder_vs_full": rec})
             (args.out / "search.json").write_text(json.dumps(rows, indent=1))
             print(f"== ladder vs full on {op}: GPU {rec['ladder_gpu_s']:.0f}s vs {rec['full_gpu_s']:.0f}s "
