@@ -13,6 +13,7 @@ Usage (CPU check of the kernels, interpreter): TRITON_INTERPRET=1 python3 bench/
 import argparse
 import itertools
 import json
+import os
 import re
 import sys
 import time
@@ -246,7 +247,6 @@ def search_record_best(path):
     """The entry point of a search record's best variant (`bench/gpu_search.py`'s JSON), imported
     from its source as the search wrote it."""
     import importlib.util
-    import os
     import tempfile
     row = json.load(open(path))[0]
     source = next(v["source"] for v in row["variants"] if v["id"] == row["best"])
@@ -258,6 +258,14 @@ def search_record_best(path):
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     return getattr(mod, row["op"])
+
+
+def add_search_best(variants, record):
+    """A search record's best file among the variants (KB_PROBE_SEARCH_RECORD overrides which
+    record), so a probe compares its hand-written forms with what the search shipped."""
+    record = os.environ.get("KB_PROBE_SEARCH_RECORD", record)
+    if os.path.exists(record):
+        variants[f"search best ({os.path.basename(record)})"] = search_record_best(record)
 
 
 # AG's two fastest own-columns tilings, AQ's autotune list (rows x columns, warps, loop depth)
@@ -283,10 +291,7 @@ def col_sum_form_variants(quick):
                 run, tuned = col_sum_autotuned_launch(kernel, configs, True)
                 TUNED.append((f"autotuned {name} hints, {label}", tuned))
                 v[f"autotuned {name} hints, {label}"] = run
-        import os
-        record = os.environ.get("KB_PROBE_SEARCH_RECORD", "bench/runs/2026-12-01/AQ-col_sum.json")
-        if os.path.exists(record):
-            v[f"search best ({os.path.basename(record)})"] = search_record_best(record)
+        add_search_best(v, "bench/runs/2026-12-01/AQ-col_sum.json")
     return v
 
 
@@ -697,7 +702,6 @@ def ce_exp_form_variants(quick):
     """Whether the exponential's instruction count holds cross_entropy below 85% of copy (runs AD,
     AO, AV: 73.4-75.0 us where 85% needs 73.9): tl.exp against the two exp2 forms, at the
     search's tilings, with and without the side-stream check the search's best carries."""
-    import os
     v = {"first-draft": ce_mod.cross_entropy}
     grid = [(4096, 2, 1)] if quick else [(4096, 2, 1), (4096, 2, 3), (2048, 2, 1), (2048, 1, 1), (4096, 4, 1),
                                          (8192, 4, 1), (8192, 8, 1), (4096, 1, 1)]
@@ -707,9 +711,8 @@ def ce_exp_form_variants(quick):
                 ce_online_scalar_sum, block, warps, stages, "no check", EXP=exp)
     for exp, label in ((0, "exp"), (1, "exp2"), (2, "exp2 fma")):
         v[f"ss {label} 4096 w2 s1 + hp side max/min"] = ce_launch(ce_online_scalar_sum, 4096, 2, 1, "hp side max/min", EXP=exp)
-    record = os.environ.get("KB_PROBE_SEARCH_RECORD", "bench/runs/2026-12-01/AV-cross_entropy.json")
-    if not quick and os.path.exists(record):
-        v[f"search best ({os.path.basename(record)})"] = search_record_best(record)
+    if not quick:
+        add_search_best(v, "bench/runs/2026-12-01/AV-cross_entropy.json")
     return v
 
 
@@ -897,7 +900,6 @@ def main():
             partner = (lambda: first_draft(*args)) if first_draft and fn is not first_draft else None
             return bench(lambda: fn(*args), partner)
         if opts.inductor and not opts.cpu:
-            import os
             from torch._inductor.utils import run_and_get_code
             os.makedirs(opts.inductor, exist_ok=True)
             _, codes = run_and_get_code(torch.compile(ref), *cases[0])
