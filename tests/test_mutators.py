@@ -363,6 +363,42 @@ def test_exp2_rewrites_only_provably_fp32_exponentials():
     assert propose("exp2", *example("rmsnorm")) == []  # no exponentials
 
 
+
+def test_a_rewritten_statement_keeps_its_comments():
+    src = textwrap.dedent('''
+        import triton
+        import triton.language as tl
+
+        @triton.jit
+        def k(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+            offs = tl.arange(0, BLOCK)
+            x = tl.load(x_ptr + offs, mask=offs < n, other=0.0).to(tl.float32)
+            # the numerator, shifted for stability
+            e = tl.exp(x - tl.max(x, axis=0))  # never overflows
+            tl.store(out_ptr + offs, e / tl.sum(e, axis=0), mask=offs < n)
+
+        def run(x, out):
+            k[(1,)](x, out, x.numel(), BLOCK=1024)
+    ''')
+    task = Task("config", "/tmp/k.py", "k", "run", "/tmp/k.py", "run", "/tmp/k.py:run")
+    p = propose("exp2", task, src)[0]
+    assert ("    # the numerator, shifted for stability\n"
+            "    e = tl.exp2((x - tl.max(x, axis=0)) * 1.4426950408889634)  # never overflows\n") in p.source
+    assert "# tanh(inner)" in propose("exp2", *example("gelu"))[0].source
+    # a rewrite that copies a statement into a new branch and keeps it unchanged in the old one:
+    # the comments stay with the unchanged original, not copied above the changed copy too
+    tree = ast.parse(src)
+    fn = next(n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == "k")
+    new = ast.parse(src).body[2]
+    original = new.body[2]
+    changed = ast.parse("e = tl.exp(x)").body[0]
+    ast.copy_location(changed, original)
+    new.body[2] = ast.If(test=ast.Name("FAST", ast.Load()), body=[changed], orelse=[original])
+    out = Edits(src).replace_function(fn, ast.fix_missing_locations(new)).apply()
+    assert "    if FAST:\n        e = tl.exp(x)\n    else:\n        # the numerator" in out
+    assert out.count("# never overflows") == 1 and out.count("# the numerator") == 1
+
+
 def test_int64_offsets_only_where_kb104_applies():
     task, source = example("softmax")
     p = propose("int64-offsets", task, source)[0]

@@ -45,7 +45,7 @@ class Edits:
         """Replace a function by a rewritten one. Statements the rewrite left unchanged keep
         their original text, comments included, so the diff shows only what changed."""
         lines = self.source.splitlines()
-        originals = _statement_texts(fn, lines)
+        originals = _Originals(fn, new, lines)
         if ast.dump(new.args) == ast.dump(fn.args):
             header = lines[(fn.decorator_list[0] if fn.decorator_list else fn).lineno - 1: fn.body[0].lineno - 1]
             while header and header[-1].strip().startswith("#"):
@@ -147,26 +147,50 @@ class Edits:
         return out
 
 
-def _statement_texts(fn: ast.FunctionDef, lines: list[str]) -> dict[str, list[str]]:
-    """ast.dump of every statement in `fn` -> its source lines, preceding comments included."""
-    out: dict[str, list[str]] = {}
+class _Originals:
+    """The original text of a function's statements, for rendering its rewrite.
 
-    def visit(stmts: list[ast.stmt]) -> None:
+    A statement the rewrite left unchanged keeps its lines, the comments above it included. A
+    simple statement the rewrite changed (found by the first line it kept from the original,
+    `ast` positions surviving `copy.deepcopy`) keeps the comment lines above it and its trailing
+    comment: rewriting `t = 2.0 / (1.0 + tl.exp(-2.0 * inner)) - 1.0  # tanh(inner)` must not
+    drop the user's `# tanh(inner)`. A changed statement whose original also survives unchanged
+    elsewhere (single-pass copies a loop body's load into a new branch) carries none: the
+    unchanged copy keeps them, and a copy of "# second pass" above the new one would mislead."""
+
+    def __init__(self, fn: ast.FunctionDef, new: ast.FunctionDef, lines: list[str]):
+        self.lines = lines
+        self.texts: dict[str, list[str]] = {}
+        self.by_line: dict[int, tuple[ast.stmt, int]] = {}  # first line -> (statement, first comment line)
+        self._visit(fn.body)
+        kept = {ast.dump(s) for s in ast.walk(new) if isinstance(s, ast.stmt)} & self.texts.keys()
+        self.by_line = {line: entry for line, entry in self.by_line.items() if ast.dump(entry[0]) not in kept}
+
+    def _visit(self, stmts: list[ast.stmt]) -> None:
         prev_end = None
         for st in stmts:
             start = st.lineno - 1
-            while start - 1 >= 0 and (prev_end is None or start - 1 >= prev_end) and lines[start - 1].strip().startswith("#"):
+            while start - 1 >= 0 and (prev_end is None or start - 1 >= prev_end) and self.lines[start - 1].strip().startswith("#"):
                 start -= 1
-            text = lines[start: st.end_lineno]  # type: ignore[misc]
-            out.setdefault(ast.dump(st), text)
+            self.texts.setdefault(ast.dump(st), self.lines[start: st.end_lineno])  # type: ignore[misc]
+            if not any(isinstance(getattr(st, f, None), list) for f in ("body", "orelse", "finalbody", "handlers")):
+                self.by_line.setdefault(st.lineno, (st, start))
             prev_end = st.end_lineno
             for field_name in ("body", "orelse", "finalbody"):
                 inner = getattr(st, field_name, None)
                 if isinstance(inner, list) and inner and isinstance(inner[0], ast.stmt):
-                    visit(inner)
+                    self._visit(inner)
 
-    visit(fn.body)
-    return out
+    def comments_of(self, st: ast.stmt) -> tuple[list[str], str]:
+        """(comment lines above, trailing comment) of the original a changed statement came from,
+        each handed out once; nothing for a statement the rewrite made up."""
+        entry = self.by_line.get(getattr(st, "lineno", -1))
+        if entry is None or type(entry[0]) is not type(st):
+            return [], ""
+        original, start = self.by_line.pop(st.lineno)
+        last = self.lines[original.end_lineno - 1].encode("utf-8")[original.end_col_offset:].decode("utf-8", "ignore")  # type: ignore[index, operator]
+        trailing = last.strip()
+        return self.lines[start: original.lineno - 1], ("  " + trailing if trailing.startswith("#") else "")
 
 
 def _reindent(text: list[str], indent: int) -> list[str]:
@@ -174,13 +198,13 @@ def _reindent(text: list[str], indent: int) -> list[str]:
     return [(" " * indent + l[current:]) if l.strip() else "" for l in text]
 
 
-def _render(stmts: list[ast.stmt], indent: int, originals: dict[str, list[str]]) -> list[str]:
+def _render(stmts: list[ast.stmt], indent: int, originals: _Originals) -> list[str]:
     pad = " " * indent
     out: list[str] = []
     for st in stmts:
         key = ast.dump(st)
-        if key in originals:
-            out += _reindent(originals[key], indent)
+        if key in originals.texts:
+            out += _reindent(originals.texts[key], indent)
         elif isinstance(st, ast.If):
             out.append(f"{pad}if {ast.unparse(st.test)}:")
             out += _render(st.body, indent + 4, originals)
@@ -194,5 +218,8 @@ def _render(stmts: list[ast.stmt], indent: int, originals: dict[str, list[str]])
             out.append(f"{pad}while {ast.unparse(st.test)}:")
             out += _render(st.body, indent + 4, originals)
         else:
-            out += [pad + line for line in ast.unparse(st).splitlines()]
+            above, trailing = originals.comments_of(st)
+            code = [pad + line for line in ast.unparse(st).splitlines()]
+            code[-1] += trailing
+            out += _reindent(above, indent) + code
     return out
