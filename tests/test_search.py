@@ -229,6 +229,16 @@ def test_final_ab_keeps_the_simpler_of_variants_tied_within_noise(pool, tmp_path
     assert any("within the noise floor" in n for n in search.notes)
     clearly = node("clearly", 1.20, 40, True)
     assert search._simplest_of_tied([(1.20, clearly), (1.1654, small)], small)[1] is clearly
+    # the final A/B through the same rule, its interleaved timing set by hand: one note, not a
+    # second one saying again that the first by precise timing was not kept
+    search.notes.clear()
+    search.nodes = {n.id: n for n in (dispatched, small, large)}
+    search.best_id, search.best_speedup = "dispatch", 1.1661
+    search._time_together = lambda nodes, rep_ms: [n.timing for n in nodes]
+    search._final_ab()
+    assert (search.best_id, search.best_speedup) == ("small", 1.1654)
+    assert [n for n in search.notes if n.startswith("final A/B")] == [
+        "final A/B: small at 1.165x is within the noise floor of dispatch at 1.166x and the simpler change, so it is kept"]
     # equally simple and tied: the measured order is noise; the cost model's order decides, so
     # that two runs measuring the pair in opposite orders keep the same one
     search.baseline_est = [10.0]

@@ -945,8 +945,10 @@ class Search:
             return
         speedup, winner = self._simplest_of_tied(finals, contenders[0])
         if winner.id != self.best_id:
-            self.notes.append(f"final A/B: {winner.origin} at {speedup:.3f}x, kept over {contenders[0].origin} at "
-                              f"{contenders[0].timing.speedup:.3f}x, which precise timing had put first")  # type: ignore[union-attr]
+            top = max(finals, key=lambda f: (f[0], f[1] is contenders[0]))[1]
+            if winner is top or top is not contenders[0]:  # else the tie's note already names both
+                self.notes.append(f"final A/B: {winner.origin} at {speedup:.3f}x, kept over {contenders[0].origin} at "
+                                  f"{contenders[0].timing.speedup:.3f}x, which precise timing had put first")  # type: ignore[union-attr]
             self.best_id = winner.id
             point = self._verified_at(winner.id)
             self.time_to_best = point.t if point else self.time_to_best
