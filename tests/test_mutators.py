@@ -363,7 +363,6 @@ def test_exp2_rewrites_only_provably_fp32_exponentials():
     assert propose("exp2", *example("rmsnorm")) == []  # no exponentials
 
 
-
 def test_a_rewritten_statement_keeps_its_comments():
     src = textwrap.dedent('''
         import triton

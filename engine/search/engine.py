@@ -945,10 +945,6 @@ class Search:
             return
         speedup, winner = self._simplest_of_tied(finals, contenders[0])
         if winner.id != self.best_id:
-            top = max(finals, key=lambda f: (f[0], f[1] is contenders[0]))[1]
-            if winner is top or top is not contenders[0]:  # else the tie's note already names both
-                self.notes.append(f"final A/B: {winner.origin} at {speedup:.3f}x, kept over {contenders[0].origin} at "
-                                  f"{contenders[0].timing.speedup:.3f}x, which precise timing had put first")  # type: ignore[union-attr]
             self.best_id = winner.id
             point = self._verified_at(winner.id)
             self.time_to_best = point.t if point else self.time_to_best
@@ -969,7 +965,8 @@ class Search:
     def _simplest_of_tied(self, finals: list[tuple[float, Node]], first: Node) -> tuple[float, Node]:
         """The fastest in the final A/B, unless a simpler variant is within the noise floor of it
         (`tied_first`). On an H200 rmsnorm search a two-way dispatch and one of its ingredients
-        measured 1.1661x and 1.1654x, 0.06% apart, with noise floors of 0.5%."""
+        measured 1.1661x and 1.1654x, 0.06% apart, with noise floors of 0.5%. Notes why, once,
+        when the one kept is not `first`, the one precise timing had put first."""
         ordered = tied_first(sorted(finals, key=lambda f: f[1] is not first), lambda n: noise_floor(n.timing),
                              self._simplicity)
         speedup, simplest = ordered[0]
@@ -980,6 +977,9 @@ class Search:
                               f"{top.origin} at {top_speedup:.3f}x and "
                               f"{'the simpler change' if simpler else 'as simple, estimated faster or first by id'}, "
                               f"so it is kept")
+        if simplest is not first and (simplest is top or top is not first):  # else the note above names both
+            self.notes.append(f"final A/B: {simplest.origin} at {speedup:.3f}x, kept over {first.origin} at "
+                              f"{first.timing.speedup:.3f}x, which precise timing had put first")  # type: ignore[union-attr]
         return speedup, simplest
 
     def run(self) -> SearchResult:
