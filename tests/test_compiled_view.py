@@ -43,6 +43,14 @@ def test_128_bit_loads_only_where_alignment_allows(service, tmp_path):
     assert "KB202" not in [f.code for f in aligned.findings]
 
 
+def test_instructions_grow_with_the_elements_each_thread_handles(service, tmp_path):
+    """A loop-free kernel's SASS is each thread's instruction stream: 4x the elements a thread,
+    about 4x the instructions (what the cost model's issue floor reads)."""
+    narrow = view(service, str(tmp_path / "a.py"), COPY.replace("SHIFT", "0"))
+    wide = view(service, str(tmp_path / "b.py"), COPY.replace("SHIFT", "0").replace("BLOCK=1024)", "BLOCK=4096)"))
+    assert 0 < narrow.facts[0].instructions and 2.5 * narrow.facts[0].instructions < wide.facts[0].instructions
+
+
 def test_spills_when_maxnreg_forces_them(service, tmp_path):
     source = (EXAMPLES / "ops" / "softmax.py").read_text().replace("BLOCK_SIZE=1024)", "BLOCK_SIZE=8192, num_warps=4)")
     free = view(service, str(tmp_path / "s.py"), source)

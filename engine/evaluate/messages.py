@@ -253,6 +253,7 @@ class CompiledFacts(msgspec.Struct):
     global_store_bits: dict[str, int] = {}
     tensor_core_ops: int = 0  # HGMMA/HMMA/IMMA instructions
     local_memory_ops: int = 0  # LDL/STL instructions (spill traffic)
+    instructions: int = 0  # SASS instructions (NOPs left out): a loop-free kernel's per-thread stream
     occupancy: float | None = None  # theoretical: resident warps / 64 per SM
     compile_s: float = 0.0
 

@@ -23,6 +23,8 @@ from ..evaluate.messages import Compile, CompiledFacts, LaunchRecord
 REG_RE = re.compile(r"REG:(\d+)\s+STACK:(\d+)\s+SHARED:(\d+)\s+LOCAL:(\d+)")
 LDG_RE = re.compile(r"\bLDG(?:STS)?\.E(?:\.([A-Z0-9_.]+))?")  # LDGSTS: async copy to shared
 STG_RE = re.compile(r"\bSTG\.E(?:\.([A-Z0-9_.]+))?")
+# One SASS instruction: its address comment, an optional predicate, the opcode.
+INSTR_RE = re.compile(r"/\*[0-9a-f]{4,}\*/\s+(?:@!?U?P[T0-9]+\s+)?([A-Z][A-Z0-9_.]*)")
 WIDTHS = {"64": 64, "128": 128, "U8": 8, "S8": 8, "U16": 16, "S16": 16}
 MAX_WARPS_PER_SM = 64
 REGS_PER_SM = 65536
@@ -76,7 +78,9 @@ def _width(suffix: str | None) -> int:
     return 32
 
 
-def sass_facts(sass: str) -> tuple[dict[str, int], dict[str, int], int, int]:
+def sass_facts(sass: str) -> tuple[dict[str, int], dict[str, int], int, int, int]:
+    """Load and store widths, tensor-core and local-memory instructions, and the instruction count
+    (padding NOPs left out)."""
     loads: dict[str, int] = {}
     stores: dict[str, int] = {}
     for m in LDG_RE.finditer(sass):
@@ -87,7 +91,8 @@ def sass_facts(sass: str) -> tuple[dict[str, int], dict[str, int], int, int]:
         stores[w] = stores.get(w, 0) + 1
     tensor = len(re.findall(r"\b(HGMMA|HMMA|IMMA|QGMMA|WGMMA)\b", sass))
     local = len(re.findall(r"\b(LDL|STL)\b", sass))
-    return loads, stores, tensor, local
+    instructions = sum(1 for m in INSTR_RE.finditer(sass) if m.group(1) != "NOP")
+    return loads, stores, tensor, local, instructions
 
 
 def occupancy(n_regs: int | None, shared: int | None, num_warps: int) -> float:
@@ -142,8 +147,8 @@ def compile_one(fn, rec: LaunchRecord, arch: int, want_sass: bool, maxnreg: int 
                 facts.shared_bytes = max(facts.shared_bytes or 0, int(m.group(3)))
             if want_sass:
                 sass = subprocess.run([cuobjdump, "-sass", path], capture_output=True, text=True).stdout
-                facts.global_load_bits, facts.global_store_bits, facts.tensor_core_ops, facts.local_memory_ops = \
-                    sass_facts(sass)
+                (facts.global_load_bits, facts.global_store_bits, facts.tensor_core_ops, facts.local_memory_ops,
+                 facts.instructions) = sass_facts(sass)
     # Local memory in a Triton kernel is register spilling: its size per thread is the spill.
     facts.n_spills = (facts.local_bytes or 0) if facts.local_memory_ops else 0
     facts.occupancy = occupancy(facts.n_regs, facts.shared_bytes, rec.num_warps)

@@ -1,9 +1,9 @@
 """A static cost model: estimated time of a candidate on each benchmark case, without a GPU.
 
 Inputs are what the dry run recorded (grid, argument sizes, constexprs, warps, stages, host-side
-fills and syncs), what the compiler reported (registers, shared memory, spills) and the kernel's
+fills and syncs), what the compiler reported (registers, shared memory, spills, SASS instructions) and the kernel's
 structure (how many passes read each tensor, runtime and unrolled loops, unit-stride run
-lengths, atomics, whether it uses `tl.dot`). The estimate is the largest of four floors plus
+lengths, atomics, whether it uses `tl.dot`). The estimate is the largest of its floors plus
 launch overhead:
 
 - bandwidth: bytes moved (compulsory bytes, plus re-reads priced by the share of the resident
@@ -16,6 +16,8 @@ launch overhead:
   wave of such programs still adds the atomic's tail to the bandwidth floor;
 - special functions: exponentials, logarithms, roots computed on whole tiles, at the rate of the
   special-function units.
+- instruction issue (loop-free kernels): each thread's SASS instructions, issued by the busiest
+  SM at a rate that needs enough resident warps to hide each instruction's latency.
 
 The device constants were fitted against H200 measurements (bench/cost_model_fit.py).
 Every figure it produces is an estimate and is labelled so (`measured: false`).
@@ -178,6 +180,22 @@ class DeviceModel:
     # bench/probe_entries.py, bench/cost_model_fit.py).
     sm_stream_warps: int = 8
     sm_stream_warp_exponent: float = 0.18
+    # Instruction issue: a loop-free kernel's SASS is what each of its threads executes, once,
+    # and the busiest SM issues its programs' warps x instructions at `issue_per_cycle` a cycle,
+    # scaled by (resident warps / `issue_warps`) ** this below that many (too few warps to hide
+    # each instruction's latency). H200 gelu on 2^20 elements (run BB, quick rung): 128 programs
+    # of 4 warps and 1,424 instructions (64 elements a thread) measured 1.99-2.27x the first
+    # draft, 1,024 programs of 2 warps and 376 instructions 2.59-2.77x; the model tied them.
+    # Spearman rho over BB's 70 quick-timed gelu candidates 0.61 -> 0.90 (in sample), out of
+    # sample over AD's 44 / Z's 51 0.78 / 0.81 -> 0.91 / 0.94; the other examples' latest quick
+    # sets: rmsnorm BB / AE 0.81 / 0.84 -> 0.81 / 0.83, softmax AX 0.81 -> 0.83, cross_entropy AY
+    # 0.84 -> 0.86, col_sum and matmul unchanged, every verified set unchanged. Added to the
+    # latency floor instead of a floor of its own: rmsnorm's quick set 0.68 (grid: 16 or 32 warps,
+    # exponent 0.5 or 1; bench/cost_model_fit.py).
+    clock_mhz: float = 1980.0
+    issue_per_cycle: float = 4.0
+    issue_warps: float = 16.0
+    issue_exponent: float = 1.0
     max_warps_per_sm: int = 64
     max_blocks_per_sm: int = 32
     regs_per_sm: int = 65536
@@ -484,6 +502,12 @@ def launch_time_us(rec: LaunchRecord, facts: CompiledFacts | None, shape: Kernel
     # Waves overlap on a GPU: latency adds up only logarithmically with the number of waves.
     latency = dev.dot_operand_latency_us if shape.uses_dot else dev.memory_latency_us
     latency_us = round_trips * latency * (1 + math.log2(max(waves, 1.0)))
+    issue_us = 0.0
+    if not shape.loops and facts is not None and facts.instructions:
+        on_sm = math.ceil(programs / dev.sms)  # programs the busiest SM runs
+        warps_at_once = min(on_sm, per_sm) * rec.num_warps
+        rate = dev.issue_per_cycle * dev.clock_mhz * min(1.0, warps_at_once / dev.issue_warps) ** dev.issue_exponent
+        issue_us = on_sm * rec.num_warps * facts.instructions / rate
     compute_us = 0.0
     if shape.uses_dot and flops:
         tiles_cfg = {a.name: a.value for a in rec.args if a.kind == "constexpr"} | rec.config
@@ -501,7 +525,7 @@ def launch_time_us(rec: LaunchRecord, facts: CompiledFacts | None, shape: Kernel
     specials = tile_elements * shape.specials_per_element + programs * tile * shape.specials_per_program
     special_us = specials / (dev.special_tops * 1e6) / max(wave_eff, 0.05)
     tail_us = waves * dev.atomic_tail_us * per_atomic if shape.atomic_calls else 0.0
-    return max(mem_us * slowdown + tail_us, latency_us, compute_us, atomic_us, special_us) + dev.launch_us
+    return max(mem_us * slowdown + tail_us, latency_us, compute_us, atomic_us, special_us, issue_us) + dev.launch_us
 
 
 def case_time_us(case: CaseLaunches, facts: dict[int, CompiledFacts | None], source: str, tiles: dict[str, list[str]],
