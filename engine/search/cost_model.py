@@ -15,7 +15,7 @@ launch overhead:
 - atomics: programs ending in an atomic update retire at a bounded rate; below that rate, each
   wave of such programs still adds the atomic's tail to the bandwidth floor;
 - special functions: exponentials, logarithms, roots computed on whole tiles, at the rate of the
-  special-function units.
+  special-function units;
 - instruction issue (loop-free kernels): each thread's SASS instructions, issued by the busiest
   SM at a rate that needs enough resident warps to hide each instruction's latency.
 
