@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from kernelbrain.engine.evaluate.pool import WorkerPool
-from kernelbrain.engine.profile.view import CompiledViewRequest, CompiledViewService
+from kernelbrain.engine.profile.view import CompiledViewRequest, CompiledViewService, summary
 
 from .conftest import EXAMPLES
 
@@ -49,6 +49,7 @@ def test_instructions_grow_with_the_elements_each_thread_handles(service, tmp_pa
     narrow = view(service, str(tmp_path / "a.py"), COPY.replace("SHIFT", "0"))
     wide = view(service, str(tmp_path / "b.py"), COPY.replace("SHIFT", "0").replace("BLOCK=1024)", "BLOCK=4096)"))
     assert 0 < narrow.facts[0].instructions and 2.5 * narrow.facts[0].instructions < wide.facts[0].instructions
+    assert f"{wide.facts[0].instructions} SASS instructions" in summary(wide)  # the hover's line
 
 
 def test_spills_when_maxnreg_forces_them(service, tmp_path):

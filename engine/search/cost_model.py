@@ -1,10 +1,10 @@
 """A static cost model: estimated time of a candidate on each benchmark case, without a GPU.
 
 Inputs are what the dry run recorded (grid, argument sizes, constexprs, warps, stages, host-side
-fills and syncs), what the compiler reported (registers, shared memory, spills, SASS instructions) and the kernel's
-structure (how many passes read each tensor, runtime and unrolled loops, unit-stride run
-lengths, atomics, whether it uses `tl.dot`). The estimate is the largest of its floors plus
-launch overhead:
+fills and syncs), what the compiler reported (registers, shared memory, spills, SASS
+instructions) and the kernel's structure (how many passes read each tensor, runtime and unrolled
+loops, unit-stride run lengths, atomics, whether it uses `tl.dot`). The estimate is the largest
+of its floors plus launch overhead:
 
 - bandwidth: bytes moved (compulsory bytes, plus re-reads priced by the share of the resident
   programs' slices L2 holds) over the bandwidth that the bytes in flight can sustain (Little's
