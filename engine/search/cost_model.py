@@ -184,8 +184,8 @@ class DeviceModel:
     # and the busiest SM issues its programs' warps x instructions at `issue_per_cycle` a cycle,
     # scaled by (resident warps / `issue_warps`) ** this below that many (too few warps to hide
     # each instruction's latency). H200 gelu on 2^20 elements (run BB, quick rung): 128 programs
-    # of 4 warps and 1,424 instructions (64 elements a thread) measured 1.99-2.27x the first
-    # draft, 1,024 programs of 2 warps and 376 instructions 2.59-2.77x; the model tied them.
+    # of 4 warps and 1,413 instructions (64 elements a thread) measured 1.99-2.27x the first
+    # draft, 1,024 programs of 2 warps and 363 instructions 2.59-2.77x; the model tied them.
     # Spearman rho over BB's 70 quick-timed gelu candidates 0.61 -> 0.90 (in sample), out of
     # sample over AD's 44 / Z's 51 0.78 / 0.81 -> 0.91 / 0.94; the other examples' latest quick
     # sets: rmsnorm BB / AE 0.81 / 0.84 -> 0.81 / 0.83, softmax AX 0.81 -> 0.83, cross_entropy AY
