@@ -52,6 +52,18 @@ def test_instructions_grow_with_the_elements_each_thread_handles(service, tmp_pa
     assert f"{wide.facts[0].instructions} SASS instructions" in summary(wide)  # the hover's line
 
 
+def test_loop_instructions_are_those_between_a_backward_branch_and_its_target(service, tmp_path):
+    """The first-draft softmax loops over its row three times: most of its SASS sits in those
+    loops; a loop-free copy has none. The hover shows both counts."""
+    copy = view(service, str(tmp_path / "a.py"), COPY.replace("SHIFT", "0")).facts[0]
+    path = EXAMPLES / "ops" / "softmax.py"
+    draft_view = view(service, str(path), path.read_text())
+    draft = draft_view.facts[0]
+    assert copy.instructions > 0 and copy.loop_instructions == 0
+    assert 0.5 * draft.instructions < draft.loop_instructions < draft.instructions
+    assert f"{draft.instructions} SASS instructions ({draft.loop_instructions} in loops)" in summary(draft_view)
+
+
 def test_spills_when_maxnreg_forces_them(service, tmp_path):
     source = (EXAMPLES / "ops" / "softmax.py").read_text().replace("BLOCK_SIZE=1024)", "BLOCK_SIZE=8192, num_warps=4)")
     free = view(service, str(tmp_path / "s.py"), source)

@@ -254,6 +254,7 @@ class CompiledFacts(msgspec.Struct):
     tensor_core_ops: int = 0  # HGMMA/HMMA/IMMA instructions
     local_memory_ops: int = 0  # LDL/STL instructions (spill traffic)
     instructions: int = 0  # SASS instructions (NOPs left out): a loop-free kernel's per-thread stream
+    loop_instructions: int = 0  # ... of those, the ones inside loops (the hover shows both)
     occupancy: float | None = None  # theoretical: resident warps / 64 per SM
     compile_s: float = 0.0
 

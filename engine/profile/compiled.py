@@ -24,7 +24,8 @@ REG_RE = re.compile(r"REG:(\d+)\s+STACK:(\d+)\s+SHARED:(\d+)\s+LOCAL:(\d+)")
 LDG_RE = re.compile(r"\bLDG(?:STS)?\.E(?:\.([A-Z0-9_.]+))?")  # LDGSTS: async copy to shared
 STG_RE = re.compile(r"\bSTG\.E(?:\.([A-Z0-9_.]+))?")
 # One SASS instruction: its address comment, an optional predicate, the opcode.
-INSTR_RE = re.compile(r"/\*[0-9a-f]{4,}\*/\s+(?:@!?U?P[T0-9]+\s+)?([A-Z][A-Z0-9_.]*)")
+INSTR_RE = re.compile(r"/\*([0-9a-f]{4,})\*/\s+(?:@!?U?P[T0-9]+\s+)?([A-Z][A-Z0-9_.]*)([^;]*)")
+BRA_TARGET_RE = re.compile(r"^\s*`?\(?(0x[0-9a-f]+)")
 WIDTHS = {"64": 64, "128": 128, "U8": 8, "S8": 8, "U16": 16, "S16": 16}
 MAX_WARPS_PER_SM = 64
 REGS_PER_SM = 65536
@@ -78,9 +79,11 @@ def _width(suffix: str | None) -> int:
     return 32
 
 
-def sass_facts(sass: str) -> tuple[dict[str, int], dict[str, int], int, int, int]:
-    """Load and store widths, tensor-core and local-memory instructions, and the instruction count
-    (padding NOPs left out)."""
+def sass_facts(sass: str) -> tuple[dict[str, int], dict[str, int], int, int, int, int]:
+    """Load and store widths, tensor-core and local-memory instructions, the instruction count
+    (padding NOPs left out) and how many of those sit in loops, between a backward branch and its
+    target. ptxas unrolls loops (the first-draft rmsnorm's first loop by 4, its remainder peeled),
+    so a loop body's trip count is not the source's."""
     loads: dict[str, int] = {}
     stores: dict[str, int] = {}
     for m in LDG_RE.finditer(sass):
@@ -91,8 +94,11 @@ def sass_facts(sass: str) -> tuple[dict[str, int], dict[str, int], int, int, int
         stores[w] = stores.get(w, 0) + 1
     tensor = len(re.findall(r"\b(HGMMA|HMMA|IMMA|QGMMA|WGMMA)\b", sass))
     local = len(re.findall(r"\b(LDL|STL)\b", sass))
-    instructions = sum(1 for m in INSTR_RE.finditer(sass) if m.group(1) != "NOP")
-    return loads, stores, tensor, local, instructions
+    code = [(int(m.group(1), 16), m.group(2), m.group(3)) for m in INSTR_RE.finditer(sass) if m.group(2) != "NOP"]
+    loops = [(int(t.group(1), 16), addr) for addr, op, rest in code
+             if op.startswith("BRA") and (t := BRA_TARGET_RE.match(rest)) and int(t.group(1), 16) < addr]
+    in_loops = sum(1 for addr, _, _ in code if any(lo <= addr <= hi for lo, hi in loops))
+    return loads, stores, tensor, local, len(code), in_loops
 
 
 def occupancy(n_regs: int | None, shared: int | None, num_warps: int) -> float:
@@ -148,7 +154,7 @@ def compile_one(fn, rec: LaunchRecord, arch: int, want_sass: bool, maxnreg: int 
             if want_sass:
                 sass = subprocess.run([cuobjdump, "-sass", path], capture_output=True, text=True).stdout
                 (facts.global_load_bits, facts.global_store_bits, facts.tensor_core_ops, facts.local_memory_ops,
-                 facts.instructions) = sass_facts(sass)
+                 facts.instructions, facts.loop_instructions) = sass_facts(sass)
     # Local memory in a Triton kernel is register spilling: its size per thread is the spill.
     facts.n_spills = (facts.local_bytes or 0) if facts.local_memory_ops else 0
     facts.occupancy = occupancy(facts.n_regs, facts.shared_bytes, rec.num_warps)
