@@ -177,6 +177,8 @@ def main() -> int:
                    for e in entries]
         examples = [Example(e["op"], e, pool, args.workers, cache) for e in entries
                     if e.get("op") and e.get("variants") and (not wanted or e["op"] in wanted)]
+        if args.cache:  # before any estimate: the compiles are the slow part, and survive a model error
+            args.cache.write_bytes(pickle.dumps(cache))
         report = []
         for ex in examples:
             rows = ex.rows(dev)
@@ -198,8 +200,6 @@ def main() -> int:
             scored.sort(key=lambda x: (-x[0], -x[1]))
             for mean, worst, point, rhos in scored[:10]:
                 print(f"grid {point}: mean rho {mean:.2f}, worst {worst:.2f}: " + " ".join(f"{r:.2f}" for r in rhos))
-    if args.cache:
-        args.cache.write_bytes(pickle.dumps(cache))
     if args.out:
         args.out.write_text(json.dumps(report, indent=1))
     return 0
