@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from kernelbrain.engine.evaluate.pool import WorkerPool
+from kernelbrain.engine.profile.compiled import sass_facts
 from kernelbrain.engine.profile.view import CompiledViewRequest, CompiledViewService, summary
 
 from .conftest import EXAMPLES
@@ -62,6 +63,25 @@ def test_loop_instructions_are_those_between_a_backward_branch_and_its_target(se
     assert copy.instructions > 0 and copy.loop_instructions == 0
     assert 0.5 * draft.instructions < draft.loop_instructions < draft.instructions
     assert f"{draft.instructions} SASS instructions ({draft.loop_instructions} in loops)" in summary(draft_view)
+
+
+# cuobjdump -sass as it prints sm_90 code: a forward branch over the loop, a four-instruction loop
+# closed by a backward branch, a padding NOP inside it, and the trailing self-branch.
+SASS = """
+        /*0000*/                   MOV R1, c[0x0][0x28] ;         /* 0x00000a0000017a02 */
+        /*0010*/              @!P1 BRA 0x60 ;                     /* 0x0000000400309947 */
+        /*0020*/                   LDG.E.U16 R2, desc[UR4][R4.64] ;  /* 0x000000040402798 */
+        /*0030*/                   NOP ;                          /* 0x0000000000007918 */
+        /*0040*/                   FMNMX R3, R2, R3, !PT ;        /* 0x0000000302037209 */
+        /*0050*/              @!P0 BRA 0x20 ;                     /* 0xfffffffc00148947 */
+        /*0060*/                   EXIT ;                         /* 0x000000000000794d */
+        /*0070*/                   BRA 0x70;                      /* 0xfffffffc00fc7947 */
+"""
+
+
+def test_sass_loop_bodies_are_the_span_of_backward_branches():
+    *_, instructions, in_loops = sass_facts(SASS)
+    assert (instructions, in_loops) == (7, 3)  # NOPs count in neither; forward and self branches open no loop
 
 
 def test_spills_when_maxnreg_forces_them(service, tmp_path):
