@@ -6,10 +6,12 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
+import msgspec
 import pytest
 
 from kernelbrain.engine.evaluate.messages import ArgSpec, CompiledFacts, LaunchRecord
-from kernelbrain.engine.search.cost_model import DeviceModel, kernel_shape, launch_time_us, tile_names
+from kernelbrain.engine.search.cost_model import (DeviceModel, executed_instructions, kernel_shape, launch_time_us,
+                                                  tile_names)
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples" / "ops"
 COL_SUM = (EXAMPLES / "col_sum.py").read_text()
@@ -229,6 +231,23 @@ def test_exponentials_per_element_bound_a_streaming_loop():
     assert abs(t_l / t_b - 1) < 0.05
 
 
+def test_one_gathered_element_is_no_pass_over_the_row():
+    """cross_entropy's online softmax streams each row once and loads the logit at the target
+    outside the loop: one element, not a second pass (counted as one, and missing L2 at 138 MB
+    resident, it doubled the estimate of 4-warp tilings that measured 83-91 us, run R)."""
+    from .test_mutators import example, propose
+
+    task, source = example("cross_entropy")
+    assert kernel_shape(source, "cross_entropy_kernel", {"BLOCK_SIZE": 1024}).passes == {  # type: ignore[union-attr]
+        "logits_ptr": 2, "target_ptr": 1}  # the first draft's two loops
+    for online in propose("online-softmax", task, source):
+        assert kernel_shape(online.source, "cross_entropy_kernel", {"BLOCK_SIZE": 1024}).passes == {  # type: ignore
+            "logits_ptr": 1, "target_ptr": 1}
+    single = _softmax_rewrite("single-pass")
+    shape = kernel_shape(single, "softmax_kernel", {"BLOCK_SIZE": 4096, "ONE_PASS": True})
+    assert shape is not None and shape.loops == 0 and shape.passes == {"x_ptr": 1}  # a whole row: a pass
+
+
 def test_a_host_sync_costs_more_than_the_launches_that_replace_it():
     """H200 cross_entropy: its launcher's two `.item()` checks, replaced by the same check as
     seven small launches asserted on the GPU, saved 44-50 us per case."""
@@ -268,34 +287,97 @@ def test_checks_on_a_side_stream_are_hidden_behind_the_kernel():
     assert case_time_us(alone, {}, overlapped, {}, DEV, None) == case_time_us(alone, {}, asserted, {}, DEV, None)
 
 
-def test_a_row_loop_wider_than_four_warps_costs_more():
-    """H200 cross_entropy (structure probe, run R): at the same elements a thread, a 16-warp
-    program over a row ran 1.13-1.30x slower than a 4-warp one (102.0 vs 90.6 us, 108.3 vs 83.0);
-    the bytes in flight alone estimate it 1.5x faster."""
+SOFTMAX = (EXAMPLES / "softmax.py").read_text()
+
+
+def _softmax_rewrite(name: str, which: int = 0) -> str:
+    """The softmax example as one of the playbook's rewrites makes it (its `which` proposal)."""
     from kernelbrain.engine.mutate import MutationContext, load_mutators
     from kernelbrain.engine.task import find_task
 
-    task = find_task(EXAMPLES / "cross_entropy.py", "cross_entropy_kernel")
-    # the block-wise online softmax: one pass, a scalar running max and sum
-    source = list(load_mutators()["online-softmax"].propose(
-        MutationContext(task, (EXAMPLES / "cross_entropy.py").read_text())))[1].source
-    rows, cols = 4096, 32768
+    task = find_task(EXAMPLES / "softmax.py", "softmax_kernel")
+    return list(load_mutators()[name].propose(MutationContext(task, SOFTMAX)))[which].source
 
-    def us(block: int, warps: int, dev: DeviceModel = DEV) -> float:
-        args = [ArgSpec("logits_ptr", "ptr", "bf16", numel=rows * cols, nbytes=2 * rows * cols, shape=[rows, cols]),
-                ArgSpec("target_ptr", "ptr", "i64", numel=rows, nbytes=8 * rows, shape=[rows]),
-                ArgSpec("loss_ptr", "ptr", "fp32", numel=rows, nbytes=4 * rows, shape=[rows]),
-                ArgSpec("stride_row", "int", "i32", cols), ArgSpec("n_cols", "int", "i32", cols),
-                ArgSpec("BLOCK_SIZE", "constexpr", value=block)]
-        rec = LaunchRecord("cross_entropy_kernel", (rows,), args, warps, 3)
-        facts = CompiledFacts("cross_entropy_kernel", True, n_regs=32, n_spills=0, shared_bytes=64)
-        shape = kernel_shape(source, "cross_entropy_kernel", {"BLOCK_SIZE": block})
-        assert shape is not None
-        return launch_time_us(rec, facts, shape, tile_names(source, "cross_entropy_kernel"), dev, None)
 
-    assert us(4096, 16) >= us(1024, 4) * 0.98 and us(8192, 16) >= us(2048, 4) * 0.98
-    flat = DeviceModel(wide_program_exponent=0.0)  # the bytes in flight alone: 16 warps far ahead
-    assert us(4096, 16, flat) * 1.3 < us(1024, 4, flat)
+def softmax_us(source: str, rows: int, cols: int, block: int, warps: int, facts: CompiledFacts,
+               dev: DeviceModel = DEV, **constexprs) -> float:
+    """One launch of a softmax kernel over a bf16 rows x cols input, one program a row."""
+    consts = {"BLOCK_SIZE": block} | constexprs
+    args = [ArgSpec("out_ptr", "ptr", "bf16", numel=rows * cols, nbytes=2 * rows * cols, shape=[rows, cols]),
+            ArgSpec("x_ptr", "ptr", "bf16", numel=rows * cols, nbytes=2 * rows * cols, shape=[rows, cols]),
+            ArgSpec("stride_x", "int", "i32", cols), ArgSpec("stride_out", "int", "i32", cols),
+            ArgSpec("n_cols", "int", "i32", cols)] + [ArgSpec(k, "constexpr", value=v) for k, v in consts.items()]
+    rec = LaunchRecord("softmax_kernel", (rows,), args, warps, 3)
+    shape = kernel_shape(source, "softmax_kernel", consts)
+    assert shape is not None
+    return launch_time_us(rec, facts, shape, tile_names(source, "softmax_kernel"), dev, None)
+
+
+def test_a_loop_issues_its_body_once_a_trip():
+    """H200 softmax 1024x32768 (run BD, quick rung), the online softmax with a scalar running
+    maximum: in 1024-wide tiles at 4 warps (32 trips of a 253-instruction body) 69.8 us, in
+    4096-wide tiles at 8 warps (8 trips of 451) 50.4 us. ptxas unrolls: the first draft's three
+    loops hold nine 128-bit loads (144 bytes a lane a pass over the bodies), so a lane's 1,536
+    bytes of a 32768-wide row take 10.7 passes over them, not 32 x 3 trips."""
+    online = _softmax_rewrite("online-softmax", 1)  # a scalar running maximum: one exponential an element
+
+    def online_us(block: int, warps: int, instructions: int, loop_instructions: int, regs: int) -> float:
+        loads = 2 * block // (32 * warps) // 8  # two loads of the tile, 8 bf16 to a 128-bit load
+        facts = CompiledFacts("softmax_kernel", True, n_regs=regs, n_spills=0, shared_bytes=64,
+                              instructions=instructions, loop_instructions=loop_instructions,
+                              global_load_bits={"128": loads})
+        return softmax_us(online, 1024, 32768, block, warps, facts)
+
+    narrow, wide = online_us(1024, 4, 290, 253, 26), online_us(4096, 8, 488, 451, 32)
+    assert narrow > 1.3 * wide
+    assert narrow > 1.1 * online_us(1024, 4, 290, 0, 26)  # the body counted once, as if loop-free
+
+    draft = kernel_shape(SOFTMAX, "softmax_kernel", {"BLOCK_SIZE": 1024})
+    assert draft is not None
+    lane = 3 * 2 * 32768 / 128  # three passes over a bf16 row by 128 threads
+    unrolled = CompiledFacts("softmax_kernel", True, instructions=533, loop_instructions=311,
+                             global_load_bits={"128": 9})
+    assert executed_instructions(unrolled, draft, lane, 32) == pytest.approx(533 + 311 * (lane / 144 - 1))
+    rolled = msgspec.structs.replace(unrolled, global_load_bits={"128": 3})  # one 16-byte load a trip each
+    assert executed_instructions(rolled, draft, lane, 32) == pytest.approx(533 + 311 * 31)
+    loop_free = msgspec.structs.replace(unrolled, loop_instructions=0)
+    assert executed_instructions(loop_free, draft, lane, 32) == 533
+
+
+def test_memory_and_issue_overlap_only_as_far_as_other_programs_stream():
+    """H200 softmax, single pass over each row (runs BD and AX, quick rung): on 16384x4096 at 8
+    warps (8 programs an SM, 292 instructions a thread) 66 us, at 16 warps (4 programs, 192
+    instructions) 79 us, where the busiest of memory (64 us) and issue (37 / 49 us) tied them; on
+    1024x32768 at 16 warps, one 64 KB row an SM (936 instructions), 48 us: memory (34 us with the
+    launch) and all of its 15 us of issue, one after the other."""
+    single = _softmax_rewrite("single-pass")
+
+    def us(rows: int, cols: int, warps: int, instructions: int, regs: int) -> float:
+        facts = CompiledFacts("softmax_kernel", True, n_regs=regs, n_spills=0, shared_bytes=64,
+                              instructions=instructions)
+        return softmax_us(single, rows, cols, cols, warps, facts, ONE_PASS=True)
+
+    assert 1.1 < us(16384, 4096, 16, 192, 23) / us(16384, 4096, 8, 292, 32) < 1.35
+    alone = us(1024, 32768, 16, 936, 128)
+    assert 1.25 < alone / us(1024, 32768, 16, 0, 128) < 1.6
+    assert us(16384, 4096, 8, 292, 32) == pytest.approx(us(16384, 4096, 8, 0, 32), rel=0.01)  # hidden
+
+
+def test_a_re_read_misses_l2_once_the_resident_slices_do_not_fit():
+    """H200 softmax 1024x32768 (runs BD, AX, quick rung): the online softmax reads each 64 KB row
+    twice with all 1,024 programs resident (64 MB): 47-50 us at 4096-wide tiles, what 201 MB take
+    at the copy rate (47 us): the second pass missed L2. Cross_entropy's 64 KB rows with 528
+    programs resident (34 MB) re-read from L2 (1.24x vs 1.08x over its first draft)."""
+    online = _softmax_rewrite("online-softmax", 1)  # one exponential an element: bound by memory
+    facts = CompiledFacts("softmax_kernel", True, n_regs=32, n_spills=0, shared_bytes=64)
+    streamed = 3 * 2 * 1024 * 32768 / (DEV.bandwidth_gbps * 1e3)  # read, read again, write
+    assert softmax_us(online, 1024, 32768, 4096, 8, facts) > 0.95 * streamed + DEV.launch_us
+    no_reuse = dataclasses.replace(DEV, l2_bytes=1)
+    assert softmax_us(online, 1024, 32768, 4096, 8, facts, no_reuse) == pytest.approx(
+        softmax_us(online, 1024, 32768, 4096, 8, facts), rel=0.03)
+    # 256 programs of the same rows (16 MB resident) re-read from L2
+    assert softmax_us(online, 256, 32768, 4096, 8, facts) < 0.9 * softmax_us(online, 256, 32768, 4096, 8, facts,
+                                                                             no_reuse)
 
 
 def _own_columns_source() -> str:

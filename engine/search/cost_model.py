@@ -16,8 +16,9 @@ of its floors plus launch overhead:
   wave of such programs still adds the atomic's tail to the bandwidth floor;
 - special functions: exponentials, logarithms, roots computed on whole tiles, at the rate of the
   special-function units;
-- instruction issue (loop-free kernels): each thread's SASS instructions, issued by the busiest
-  SM at a rate that needs enough resident warps to hide each instruction's latency.
+- instruction issue: each thread's SASS instructions (loop bodies once a trip), issued by the
+  busiest SM at a rate that needs enough resident warps to hide each instruction's latency;
+  memory and issue overlap only as far as the SM's other programs can stream while one computes.
 
 The device constants were fitted against H200 measurements (bench/cost_model_fit.py).
 Every figure it produces is an estimate and is labelled so (`measured: false`).
@@ -44,6 +45,19 @@ class DeviceModel:
     bf16_tflops: float = 680.0
     l2_bytes: int = 50 * 1024 * 1024
     l2_reread_cost: float = 0.1  # of a DRAM read
+    # A re-read hits L2 while the resident programs' slices fit, and almost never once they do
+    # not (streaming data evicts itself before its second pass): the hit share falls as a smooth
+    # step, 1 / (1 + (working set / (l2_bytes x share)) ** sharpness). H200 softmax 1024x32768,
+    # two passes over 64 KB rows by 1,024 co-resident programs (64 MB): 47-50 us measured (runs
+    # BD, AX, quick rung), every re-read missing (201 MB at 4.28 TB/s is 47 us), where the
+    # proportional share min(1, 50 MB / 64 MB) estimated 36 us; cross_entropy's 64 KB rows with
+    # 528 programs resident (34 MB) re-read from L2 (1.24x vs 1.08x over the first draft). With
+    # the issue terms below, Spearman rho over BD / AX softmax's quick-timed candidates 0.63 / 0.62
+    # -> 0.77 / 0.75, their verified variants 0.90 / 0.86 -> 0.95 / 0.97 (30-45 MB and sharpness
+    # 4-16 rank alike; bench/cost_model_fit.py). It costs the first draft's absolute estimate on
+    # that shape: three passes of 2 KB tiles, 124 us against 78 measured (85 without it).
+    l2_reuse_share: float = 0.8
+    l2_reuse_sharpness: float = 8.0
     # Fitted with bench/cost_model_fit.py. First on the variants of a 5-example H200 run
     # (early on 2026-11-30): 1.2 us and a re-read from L2 at a tenth of a DRAM read ranked them
     # best (mean rho 0.47 against 0.39 for 0.8 us and all-or-nothing L2 reuse). Refitted on the
@@ -118,15 +132,6 @@ class DeviceModel:
     # stages 3 or exponent 1.0 fit worse); the verified variants of runs H, P, S, Z unchanged
     # (bench/cost_model_fit.py).
     dot_tall_tile_factor: float = 0.85
-    # A row-looping program wider than 4 warps in a grid of more than one wave streams slower
-    # than its bytes in flight say, by (warps / 4) ** this (under one wave the bytes in flight
-    # alone: col_sum's own column strips ran fastest at 8 warps, run AG). H200 cross_entropy
-    # (structure probe, run R), the same elements a thread at 16 warps against 4: 4096 wide
-    # 102.0 us vs 1024 wide 90.6, 8192 108.3 vs 2048 83.0 (1.13-1.30x slower), which the model
-    # without it estimated 1.5x faster; 0.3 levels them.
-    # Spearman rho on cross_entropy's searches: runs T / S 0.64 / 0.58 -> 0.85 / 0.77, K / H
-    # 0.63 / 0.50 -> 0.79 / 0.60, M 0.17 -> 0.32, O 0.50 -> 0.23 (bench/cost_model_fit.py).
-    wide_program_exponent: float = 0.3
     # Register spills slow the memory stream by spilled registers / 256, at most this much. H200
     # softmax (run Z, quick rung): single-pass at 4 warps, which spills on the 32768-wide row,
     # measured 1.19-1.21x the first draft over the three cases, about as fast as at its default
@@ -192,6 +197,32 @@ class DeviceModel:
     # 0.84 -> 0.86, col_sum and matmul unchanged, every verified set unchanged. Added to the
     # latency floor instead of a floor of its own: rmsnorm's quick set 0.68 (grid: 16 or 32 warps,
     # exponent 0.5 or 1; bench/cost_model_fit.py).
+    #
+    # Loops count too (`executed_instructions`): the straight-line SASS once, the loop bodies once
+    # a pass. H200 softmax 1024x32768 (run BD): the online softmax in 1024-wide tiles at 4 warps
+    # (32 trips of 253 instructions) 69.8 us, 4096 wide at 8 warps (8 of 451) 50.4 us. This
+    # replaces a charge of (warps / 4) ** 0.3 on row loops wider than 4 warps (cross_entropy,
+    # structure probe run R: 16 warps 1.13-1.30x slower than 4 at the same elements a thread);
+    # with both, col_sum BA's verified rho fell to 0.42. Neither reproduces run R's pair: the model
+    # ties them at the exponential floor (see BENCHMARKS, "Offline after run BE").
+    #
+    # Memory and issue overlap only as far as other programs can stream while one computes: a
+    # program's loads are in flight, then its warps compute on them. `needed` programs keep the
+    # SM's share of the bandwidth busy (share x memory latency / the bytes one program loads at
+    # once); with P programs on the SM, while one computes the other P - 1 stream, short by
+    # 1 - (P - 1) / needed. That share of the smaller time adds to the larger: a lone program
+    # (P = 1) loads, then computes; eight 8 KB rows an SM hide the issue entirely. H200 softmax
+    # single-pass (runs BD, AX, quick rung): 16384x4096 at 8 warps (8 programs an SM, 8 KB each)
+    # 63 us of which 37-52 us issue, at 16 warps (4 programs) 76-82 us (memory 64.5 + a quarter
+    # of its 48-65 us issue); 1024x32768 at 16 warps (one 64 KB row an SM) 45-49 us, memory 31
+    # plus all of its 15-18 us issue. rmsnorm 16384x4096 at 16 warps: 69-71 us, memory 64 plus
+    # 6-7 of 36-38 issue (BD). With the loop count, the overlap and the L2 step, Spearman rho
+    # (verified / quick-timed) over softmax BD 0.95 / 0.77, AX 0.97 / 0.75 (-0.12 / 0.76 and
+    # -0.06 / 0.82 before), rmsnorm BD 0.78 / 0.83, gelu BD 0.80 / 0.81, cross_entropy AY 0.73 /
+    # 0.90, col_sum BA 0.80 / 0.82, matmul BA 0.81 / 0.92 (in sample); out of sample softmax AU /
+    # AI 0.27 / 0.59 (0.09 / 0.09; sets within noise) and 0.76 / 0.80, rmsnorm AE 0.80 / 0.85,
+    # gelu AD 0.83 / 0.86, cross_entropy AV 0.74 / 0.91, col_sum AT 0.90 / 0.82
+    # (bench/cost_model_fit.py).
     clock_mhz: float = 1980.0
     issue_per_cycle: float = 4.0
     issue_warps: float = 16.0
@@ -345,22 +376,26 @@ def kernel_shape(source: str, kernel: str, constexprs: dict) -> KernelShape | No
             atomics |= kv.pointer_params_of(c)
             atomic_calls += 1
             atomic_widths += sorted(kv.unit_stride_bounds(c.args[0]))[:1] if c.args else []
-    # loads outside loops were counted once per statement: a program reads such data once
+    # loads outside loops were counted once per statement: a program reads such data once, and
+    # one element of a tensor its loops stream (cross_entropy's logit at the target) is no pass
+    tiles = _tile_names(body)
     straight = [s for s in body if not isinstance(s, (ast.For, ast.While))]
     straight_params: set[str] = set()
+    straight_tiles: set[str] = set()
     for s in [s for s in straight if id(s) not in peeled]:
         for c in calls(s, "load"):
             straight_params |= kv.pointer_params_of(c)
+            if c.args and _is_tile(c.args[0], tiles):
+                straight_tiles |= kv.pointer_params_of(c)
     for p in straight_params:
         loop_passes = sum(1 for s in body if isinstance(s, (ast.For, ast.While))
                           and any(p in kv.pointer_params_of(c) for c in calls(s, "load")))
-        passes[p] = loop_passes + 1
+        passes[p] = loop_passes + (1 if p in straight_tiles or not loop_passes else 0)
     if not loads_per_iter:
         loads_per_iter = max(1, len([c for s in straight for c in calls(s, "load")]))
     grouped = any("group" in p.lower() for p in kv.params) or kv.uses("swizzle2d")
     contiguous = [b for s in body for c in calls(s, "load") if c.args
                   for b in sorted(kv.unit_stride_bounds(c.args[0]))[:1]]
-    tiles = _tile_names(body)
     tile_passes: dict[str, int] = {}
     tile_loads = [0, 0]  # straight-line statements, loops
     specials = [0, 0]
@@ -416,6 +451,18 @@ def dot_efficiency(values: dict, num_warps: int, num_stages: int, grouped: bool,
     return max(eff, 0.05)
 
 
+def executed_instructions(facts: CompiledFacts, shape: KernelShape, lane_bytes: float, iters: int) -> float:
+    """SASS instructions one thread executes: its straight-line code once, its loop bodies once
+    a pass. ptxas unrolls loops (the first-draft softmax's three hold nine 128-bit loads, rmsnorm's
+    twenty-one 64-bit ones), so the passes are the bytes a lane loads over what one pass over the
+    compiled bodies loads, not the source's trip count; without load widths, the trip count."""
+    if not shape.loops or not facts.loop_instructions:
+        return float(facts.instructions)
+    per_pass = sum(int(bits) // 8 * n for bits, n in facts.global_load_bits.items())
+    passes = max(1.0, lane_bytes / per_pass) if per_pass else float(iters)
+    return facts.instructions + facts.loop_instructions * (passes - 1)
+
+
 def launch_time_us(rec: LaunchRecord, facts: CompiledFacts | None, shape: KernelShape, tiles: list[str],
                    dev: DeviceModel, flops: int | None) -> float:
     if facts is not None and not facts.ok:
@@ -445,7 +492,7 @@ def launch_time_us(rec: LaunchRecord, facts: CompiledFacts | None, shape: Kernel
         # cross_entropy rows of 64 KB, two passes, 528 programs resident (34 MB) ran as fast as
         # one pass (1.24x vs 1.08x over the 2,112-resident first draft, 138 MB).
         working_set = nbytes / programs * min(resident, programs)
-        hit = min(1.0, dev.l2_bytes / max(working_set, 1.0))
+        hit = 1.0 / (1.0 + (working_set / (dev.l2_bytes * dev.l2_reuse_share)) ** dev.l2_reuse_sharpness)
         dram += nbytes * (1 + (n - 1) * (1 - hit + hit * dev.l2_reread_cost))
     for p in shape.stores | shape.atomics:
         dram += sizes.get(p, 0) * (1.5 if p in shape.atomics else 1.0)
@@ -503,19 +550,19 @@ def launch_time_us(rec: LaunchRecord, facts: CompiledFacts | None, shape: Kernel
     latency = dev.dot_operand_latency_us if shape.uses_dot else dev.memory_latency_us
     latency_us = round_trips * latency * (1 + math.log2(max(waves, 1.0)))
     issue_us = 0.0
-    if not shape.loops and facts is not None and facts.instructions:
-        on_sm = math.ceil(programs / dev.sms)  # programs the busiest SM runs
+    on_sm = math.ceil(programs / dev.sms)  # programs the busiest SM runs
+    if not shape.uses_dot and facts is not None and facts.instructions:
+        lane = sum(sizes.get(p, 0) * n for p, n in shape.passes.items()) / programs / threads
+        executed = executed_instructions(facts, shape, lane, iters)
         warps_at_once = min(on_sm, per_sm) * rec.num_warps
         rate = dev.issue_per_cycle * dev.clock_mhz * min(1.0, warps_at_once / dev.issue_warps) ** dev.issue_exponent
-        issue_us = on_sm * rec.num_warps * facts.instructions / rate
+        issue_us = on_sm * rec.num_warps * executed / rate
     compute_us = 0.0
     if shape.uses_dot and flops:
         tiles_cfg = {a.name: a.value for a in rec.args if a.kind == "constexpr"} | rec.config
         compute_us = flops / (dev.bf16_tflops * 1e6 * dot_efficiency(tiles_cfg, rec.num_warps, rec.num_stages,
                                                                      shape.grouped, dev)) / max(wave_eff, 0.05)
     slowdown = 1 + min(dev.spill_max, spills / 256)  # register spills
-    if shape.loops and not shape.uses_dot and rec.num_warps > 4 and waves > 1:
-        slowdown *= (rec.num_warps / 4) ** dev.wide_program_exponent
     widths = [values[w] for w in shape.atomic_widths if isinstance(values.get(w), int)]
     lanes = rec.num_warps * max(widths, default=64)
     per_atomic = max(1.0, lanes / dev.atomic_free_lanes) ** dev.atomic_lanes_exponent
@@ -525,7 +572,13 @@ def launch_time_us(rec: LaunchRecord, facts: CompiledFacts | None, shape: Kernel
     specials = tile_elements * shape.specials_per_element + programs * tile * shape.specials_per_program
     special_us = specials / (dev.special_tops * 1e6) / max(wave_eff, 0.05)
     tail_us = waves * dev.atomic_tail_us * per_atomic if shape.atomic_calls else 0.0
-    return max(mem_us * slowdown + tail_us, latency_us, compute_us, atomic_us, special_us, issue_us) + dev.launch_us
+    stream_us = mem_us * slowdown + tail_us
+    # while one program computes, the others on its SM stream: short of `needed` they cannot
+    # keep the bandwidth busy, and that share of the smaller time adds (see DeviceModel)
+    needed = dev.bandwidth_gbps * 1e3 / dev.sms * dev.memory_latency_us / (tile * elem * max(1, loads))
+    short = min(1.0, max(0.0, 1.0 - (min(on_sm, per_sm) - 1) / needed))
+    overlapped = max(stream_us, issue_us) + short * min(stream_us, issue_us)
+    return max(overlapped, latency_us, compute_us, atomic_us, special_us) + dev.launch_us
 
 
 def case_time_us(case: CaseLaunches, facts: dict[int, CompiledFacts | None], source: str, tiles: dict[str, list[str]],
