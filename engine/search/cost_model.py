@@ -150,6 +150,16 @@ class DeviceModel:
     # 93 0.75 -> 0.85 (out of sample); the verified sets of the latest runs of every example
     # unchanged (bench/cost_model_fit.py --grid "spill_traffic=0,1,2").
     spill_traffic: float = 1.0
+    # Spilled registers live in local memory, which L1 caches: what the SM's resident programs
+    # spill together (bytes a thread x threads x programs) reaches DRAM only beyond this much.
+    # H200 softmax 1024x32768, single pass at 4 warps (255 registers, two programs an SM): 160
+    # bytes a thread spilled (40 KB an SM), 53.2 us measured (run BF), estimated 64 us with the
+    # traffic charged (41 us without); the 1- and 2-warp rows above spill 1.3 / 0.7 MB an SM and
+    # stay charged. Spearman rho over BF's verified softmax variants 0.17 -> 0.98, its quick set
+    # 0.77 -> 0.79, AU's quick set 0.76 -> 0.80; AU's verified set 0.27 -> -0.45 (its 4-warp
+    # row, 192 bytes spilled and 4,448 instructions, measured 66.5 us; that set's order does not
+    # reproduce between runs, see BENCHMARKS); 64-192 KB alike (bench/cost_model_fit.py).
+    spill_l1_bytes: int = 128 * 1024
     # A grid smaller than one wave streams at what its own programs keep in flight, and its
     # memory time is charged waves ** this besides (it was 0.25 with every resident slot counted
     # as in flight; the tensor-core and special-function floors keep 0.25). H200 col_sum
@@ -497,7 +507,10 @@ def launch_time_us(rec: LaunchRecord, facts: CompiledFacts | None, shape: Kernel
     for p in shape.stores | shape.atomics:
         dram += sizes.get(p, 0) * (1.5 if p in shape.atomics else 1.0)
     spills = (facts.n_spills or 0) if facts else 0
-    dram += spills * 4 * threads * programs * dev.spill_traffic
+    on_sm = math.ceil(programs / dev.sms)  # programs the busiest SM runs
+    spilled_on_sm = spills * threads * min(on_sm, per_sm)
+    off_chip = max(0.0, 1.0 - dev.spill_l1_bytes / spilled_on_sm) if spilled_on_sm and dev.spill_l1_bytes else 1.0
+    dram += spills * 4 * threads * programs * dev.spill_traffic * off_chip
     values = {a.name: a.value for a in rec.args if a.kind in ("constexpr", "int")} | rec.config
     # unrolled loops keep all their loads in flight at once
     loads = max([shape.loads_per_iteration] + [n * values[e] for e, n in shape.unrolled
@@ -550,7 +563,6 @@ def launch_time_us(rec: LaunchRecord, facts: CompiledFacts | None, shape: Kernel
     latency = dev.dot_operand_latency_us if shape.uses_dot else dev.memory_latency_us
     latency_us = round_trips * latency * (1 + math.log2(max(waves, 1.0)))
     issue_us = 0.0
-    on_sm = math.ceil(programs / dev.sms)  # programs the busiest SM runs
     if not shape.uses_dot and facts is not None and facts.instructions:
         lane = sum(sizes.get(p, 0) * n for p, n in shape.passes.items()) / programs / threads
         executed = executed_instructions(facts, shape, lane, iters)
