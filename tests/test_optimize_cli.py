@@ -48,7 +48,9 @@ def test_optimize_example(workspace, op, tmp_path):
         assert key in out
     assert out["kernel"] == f"{op}_kernel" and out["device"] == "cpu" and out["measured"] is False
     assert out["gpu_s_to_best"] is None  # no GPU seconds without a GPU
-    assert len(out["baseline"]) == 3 and out["budget"]["spent"]["candidates"] <= 11
+    # the cap of 10, plus at most the two variants the end of the search builds past it: the best
+    # polished with the steps that paid elsewhere, and a dispatch when different variants win
+    assert len(out["baseline"]) == 3 and out["budget"]["spent"]["candidates"] <= 12
     assert set(out["budget"]["limits"]) >= {"wall_s", "max_candidates", "llm_tokens"}
     assert out["candidates"]["per_stage"] and out["candidates"]["per_outcome"]
     html = report.read_text()
