@@ -52,10 +52,11 @@ class DeviceModel:
     # BD, AX, quick rung), every re-read missing (201 MB at 4.28 TB/s is 47 us), where the
     # proportional share min(1, 50 MB / 64 MB) estimated 36 us; cross_entropy's 64 KB rows with
     # 528 programs resident (34 MB) re-read from L2 (1.24x vs 1.08x over the first draft). With
-    # the issue terms below, Spearman rho over BD / AX softmax's quick-timed candidates 0.63 / 0.62
-    # -> 0.77 / 0.75, their verified variants 0.90 / 0.86 -> 0.95 / 0.97 (30-45 MB and sharpness
-    # 4-16 rank alike; bench/cost_model_fit.py). It costs the first draft's absolute estimate on
-    # that shape: three passes of 2 KB tiles, 124 us against 78 measured (85 without it).
+    # the issue terms below (before the L1 spill term), Spearman rho over BD / AX softmax's
+    # quick-timed candidates 0.63 / 0.62 -> 0.77 / 0.75, their verified variants 0.90 / 0.86 ->
+    # 0.95 / 0.97 (30-45 MB and sharpness 4-16 rank alike; bench/cost_model_fit.py). It costs the
+    # first draft's absolute estimate on that shape: three passes of 2 KB tiles, 124 us against 78
+    # measured (85 without it).
     l2_reuse_share: float = 0.8
     l2_reuse_sharpness: float = 8.0
     # Fitted with bench/cost_model_fit.py. First on the variants of a 5-example H200 run
@@ -226,13 +227,14 @@ class DeviceModel:
     # 63 us of which 37-52 us issue, at 16 warps (4 programs) 76-82 us (memory 64.5 + a quarter
     # of its 48-65 us issue); 1024x32768 at 16 warps (one 64 KB row an SM) 45-49 us, memory 31
     # plus all of its 15-18 us issue. rmsnorm 16384x4096 at 16 warps: 69-71 us, memory 64 plus
-    # 6-7 of 36-38 issue (BD). With the loop count, the overlap and the L2 step, Spearman rho
-    # (verified / quick-timed) over softmax BD 0.95 / 0.77, AX 0.97 / 0.75 (-0.12 / 0.76 and
-    # -0.06 / 0.82 before), rmsnorm BD 0.78 / 0.83, gelu BD 0.80 / 0.81, cross_entropy AY 0.73 /
-    # 0.90, col_sum BA 0.80 / 0.82, matmul BA 0.81 / 0.92 (in sample); out of sample softmax AU /
-    # AI 0.27 / 0.59 (0.09 / 0.09; sets within noise) and 0.76 / 0.80, rmsnorm AE 0.80 / 0.85,
-    # gelu AD 0.83 / 0.86, cross_entropy AV 0.74 / 0.91, col_sum AT 0.90 / 0.82
-    # (bench/cost_model_fit.py).
+    # 6-7 of 36-38 issue (BD). With the loop count, the overlap, the L2 step and the L1 spills,
+    # Spearman rho (verified / quick-timed) over softmax BD 0.95 / 0.77, AX 0.97 / 0.74 (-0.12 /
+    # 0.76 and -0.06 / 0.82 before), rmsnorm BD 0.78 / 0.83, gelu BD 0.80 / 0.81, cross_entropy
+    # AY 0.73 / 0.90, col_sum BA 0.80 / 0.82, matmul BA 0.81 / 0.92 (in sample); out of sample
+    # softmax AU / AI -0.45 / 0.59 (0.45 / 0.09 before; orders that do not reproduce between
+    # runs) and 0.80 / 0.80, rmsnorm AE 0.80 / 0.85, gelu AD 0.83 / 0.86, cross_entropy AV 0.74 /
+    # 0.91, col_sum AT 0.90 / 0.82; softmax BG, searched with it on an H200, 0.85 / 0.75
+    # (bench/cost_model_fit.py, BENCHMARKS "Offline after run BE").
     clock_mhz: float = 1980.0
     issue_per_cycle: float = 4.0
     issue_warps: float = 16.0
