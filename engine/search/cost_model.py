@@ -16,7 +16,7 @@ of its floors plus launch overhead:
   wave of such programs still adds the atomic's tail to the bandwidth floor;
 - special functions: exponentials, logarithms, roots computed on whole tiles, at the rate of the
   special-function units;
-- instruction issue: each thread's SASS instructions (loop bodies once a trip), issued by the
+- instruction issue: each thread's SASS instructions (loop bodies once a pass), issued by the
   busiest SM at a rate that needs enough resident warps to hide each instruction's latency;
   memory and issue overlap only as far as the SM's other programs can stream while one computes.
 
