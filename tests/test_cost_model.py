@@ -307,11 +307,9 @@ SOFTMAX = (EXAMPLES / "softmax.py").read_text()
 
 def _softmax_rewrite(name: str, which: int = 0) -> str:
     """The softmax example as one of the playbook's rewrites makes it (its `which` proposal)."""
-    from kernelbrain.engine.mutate import MutationContext, load_mutators
-    from kernelbrain.engine.task import find_task
+    from .test_mutators import example, propose
 
-    task = find_task(EXAMPLES / "softmax.py", "softmax_kernel")
-    return list(load_mutators()[name].propose(MutationContext(task, SOFTMAX)))[which].source
+    return propose(name, *example("softmax"))[which].source
 
 
 def softmax_us(source: str, rows: int, cols: int, block: int, warps: int, facts: CompiledFacts,
@@ -328,7 +326,7 @@ def softmax_us(source: str, rows: int, cols: int, block: int, warps: int, facts:
     return launch_time_us(rec, facts, shape, tile_names(source, "softmax_kernel"), dev, None)
 
 
-def test_a_loop_issues_its_body_once_a_trip():
+def test_a_loop_issues_its_body_once_a_pass():
     """H200 softmax 1024x32768 (run BD, quick rung), the online softmax with a scalar running
     maximum: in 1024-wide tiles at 4 warps (32 trips of a 253-instruction body) 69.8 us, in
     4096-wide tiles at 8 warps (8 trips of 451) 50.4 us. ptxas unrolls: the first draft's three

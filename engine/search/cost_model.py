@@ -510,7 +510,8 @@ def launch_time_us(rec: LaunchRecord, facts: CompiledFacts | None, shape: Kernel
         dram += sizes.get(p, 0) * (1.5 if p in shape.atomics else 1.0)
     spills = (facts.n_spills or 0) if facts else 0
     on_sm = math.ceil(programs / dev.sms)  # programs the busiest SM runs
-    spilled_on_sm = spills * threads * min(on_sm, per_sm)
+    at_once_on_sm = min(on_sm, per_sm)  # ... of them resident together
+    spilled_on_sm = spills * threads * at_once_on_sm
     off_chip = max(0.0, 1.0 - dev.spill_l1_bytes / spilled_on_sm) if spilled_on_sm and dev.spill_l1_bytes else 1.0
     dram += spills * 4 * threads * programs * dev.spill_traffic * off_chip
     values = {a.name: a.value for a in rec.args if a.kind in ("constexpr", "int")} | rec.config
@@ -568,7 +569,7 @@ def launch_time_us(rec: LaunchRecord, facts: CompiledFacts | None, shape: Kernel
     if not shape.uses_dot and facts is not None and facts.instructions:
         lane = sum(sizes.get(p, 0) * n for p, n in shape.passes.items()) / programs / threads
         executed = executed_instructions(facts, shape, lane, iters)
-        warps_at_once = min(on_sm, per_sm) * rec.num_warps
+        warps_at_once = at_once_on_sm * rec.num_warps
         rate = dev.issue_per_cycle * dev.clock_mhz * min(1.0, warps_at_once / dev.issue_warps) ** dev.issue_exponent
         issue_us = on_sm * rec.num_warps * executed / rate
     compute_us = 0.0
@@ -590,7 +591,7 @@ def launch_time_us(rec: LaunchRecord, facts: CompiledFacts | None, shape: Kernel
     # while one program computes, the others on its SM stream: short of `needed` they cannot
     # keep the bandwidth busy, and that share of the smaller time adds (see DeviceModel)
     needed = dev.bandwidth_gbps * 1e3 / dev.sms * dev.memory_latency_us / (tile * elem * max(1, loads))
-    short = min(1.0, max(0.0, 1.0 - (min(on_sm, per_sm) - 1) / needed))
+    short = min(1.0, max(0.0, 1.0 - (at_once_on_sm - 1) / needed))
     overlapped = max(stream_us, issue_us) + short * min(stream_us, issue_us)
     return max(overlapped, latency_us, compute_us, atomic_us, special_us) + dev.launch_us
 
