@@ -35,9 +35,10 @@ sys.path.insert(0, str(ROOT))
 
 from kernelbrain.engine.evaluate.pool import WorkerPool  # noqa: E402
 from kernelbrain.engine.evaluate.stats import geomean, spearman  # noqa: E402
-from kernelbrain.engine.search import Budget, Search  # noqa: E402
-from kernelbrain.engine.search.engine import Node  # noqa: E402
-from kernelbrain.engine.search.cost_model import DeviceModel  # noqa: E402
+from kernelbrain.engine.api.budget import Budget  # noqa: E402
+from kernelbrain.engine.search.cost_model import CostModel, DeviceModel  # noqa: E402
+from kernelbrain.engine.search.engine import Search  # noqa: E402
+from kernelbrain.engine.search.node import Node  # noqa: E402
 from kernelbrain.engine.store import Store  # noqa: E402
 from kernelbrain.engine.task import find_task  # noqa: E402
 
@@ -47,6 +48,11 @@ def cpu_search(op: str, pool: WorkerPool, **kw) -> Search:
     ws = Path(tempfile.mkdtemp(prefix="kb-fit-")) / "ws"
     shutil.copytree(ROOT / "examples", ws, ignore=shutil.ignore_patterns(".kernelbrain", "__pycache__"))
     return Search(find_task(ws / "ops" / f"{op}.py", f"{op}_kernel"), device="cpu", store=Store(ws), pool=pool, **kw)
+
+
+def estimate(node: Node, dev: DeviceModel) -> list[float] | None:
+    """A prepared variant's per-case estimate on `dev`, through the search's public estimator."""
+    return CostModel(dev).estimate(node.spec, node.facts, node.source)
 
 
 class Example:
@@ -69,22 +75,22 @@ class Example:
             self.nodes = list(ex.map(lambda iv: prepare(iv[0], iv[1]["source"]), enumerate(self.variants)))
 
     def rows(self, dev: DeviceModel) -> list[dict]:
-        base = self.search._estimate(self.base, dev)
+        base = estimate(self.base, dev)
         out = []
         for v, node in zip(self.variants, self.nodes):
-            est = self.search._estimate(node, dev)
+            est = estimate(node, dev)
             if not est or not base or len(est) != len(base):
                 continue
             per_case = [b / e if e > 0 else 0.0 for b, e in zip(base, est)]
             out.append({"id": v["id"], "origin": v["origin"], "measured": v["measured"],
                         "estimated": geomean(per_case) if all(per_case) else 0.0,
-                        "per_case_measured": v["per_case"], "per_case_estimated": per_case})
+                        "per_case_measured": v["per_case"], "per_case_est": per_case})
         return out
 
     def rho(self, dev: DeviceModel, case: int | None = None) -> float | None:
         """Over the geomeans, or over one case's speedups (`case`)."""
         rows = [r for r in self.rows(dev) if case is None or len(r["per_case_measured"]) > case]
-        est = [r["estimated"] if case is None else r["per_case_estimated"][case] for r in rows]
+        est = [r["estimated"] if case is None else r["per_case_est"][case] for r in rows]
         meas = [r["measured"] if case is None else r["per_case_measured"][case] for r in rows]
         return spearman(est, meas) if len(rows) >= 3 else None
 
@@ -95,7 +101,7 @@ def first_generation(op: str, pool: WorkerPool) -> dict[str, tuple[str, str]]:
     the first 12 of these that pass the gate, so their sources can be proposed again here."""
     search = cpu_search(op, pool, budget=Budget(wall_s=60))
     root = Node("original", search.original, "original", "the original kernel", None)
-    return {n.id: (n.origin, n.source) for n in search._propose([root])}
+    return {n.id: (n.origin, n.source) for n in search.propose([root])}
 
 
 def ladder_vs_full_entries(run: Path, pool: WorkerPool) -> list[dict]:
@@ -184,12 +190,12 @@ def main() -> int:
             rows = ex.rows(dev)
             rho = ex.rho(dev, args.case)
             report.append({"op": ex.op, "rho": rho, "n": len(rows), "rows": rows})
-            base = ex.search._estimate(ex.base, dev) or []
+            base = estimate(ex.base, dev) or []
             print(f"== {ex.op}: rho {rho if rho is None else round(rho, 2)} (n={len(rows)}); first draft estimated / "
                   f"measured us: " + ", ".join(f"{e:.0f}/{m:.0f}" for e, m in zip(base, ex.baseline_us)), flush=True)
             for r in sorted(rows, key=lambda x: -x["measured"]):
                 print(f"   {r['origin'][:40]:40s} measured {r['measured']:.3f} estimated {r['estimated']:.3f}  "
-                      + " ".join(f"{m:.2f}/{e:.2f}" for m, e in zip(r["per_case_measured"], r["per_case_estimated"])))
+                      + " ".join(f"{m:.2f}/{e:.2f}" for m, e in zip(r["per_case_measured"], r["per_case_est"])))
         if args.grid:
             scored = []
             for point in parse_grid(args.grid):

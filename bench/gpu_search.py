@@ -30,7 +30,8 @@ sys.path.insert(0, str(ROOT))
 from kernelbrain.engine.evaluate.ceilings import CeilingCache  # noqa: E402
 from kernelbrain.engine.evaluate.pool import WorkerPool  # noqa: E402
 from kernelbrain.engine.evaluate.stats import spearman  # noqa: E402
-from kernelbrain.engine.search import Budget, Search  # noqa: E402
+from kernelbrain.engine.api.budget import Budget  # noqa: E402
+from kernelbrain.engine.search.engine import Search  # noqa: E402
 from kernelbrain.engine.search.cost_model import DeviceModel  # noqa: E402
 from kernelbrain.engine.store import Store  # noqa: E402
 from kernelbrain.engine.task import find_task  # noqa: E402
@@ -160,8 +161,8 @@ def search(op: str, budget_s: float, pool, dev, **kw):
     # Per case too: a quick rung's geomean hid which case a softmax re-tiling lost on (run Z).
     quick = [{"id": n.id, "origin": n.origin, "estimated": est, "quick": n.quick,
               "per_case": [c.speedup for c in n.quick_timing.cases], "source": n.source}
-             for n in s.nodes.values()
-             if n.parent is not None and n.quick is not None and (est := s._estimated_speedup(n))]
+             for n in s.population.nodes.values()
+             if n.parent is not None and n.quick is not None and (est := s.population.estimated_speedup(n))]
     return result, quick, task.entry
 
 

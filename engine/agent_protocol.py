@@ -11,8 +11,9 @@ from typing import TypeVar
 
 import msgspec
 
-from .profile.view import CompiledViewRequest, CompiledViewResult
-from .search.result import SearchEvent, SearchResult
+from .api.budget import DEFAULT_WALL_S, EDITOR_MAX_CANDIDATES
+from .api.compiled_view import CompiledViewRequest, CompiledViewResult
+from .api.results import SearchEvent, SearchResult
 
 COMPILED_VIEW = "kb/compiledView"
 JOB_START = "kb/jobStart"
@@ -31,8 +32,8 @@ class Hello(msgspec.Struct):
 class JobRequest(msgspec.Struct):
     file: str
     kernel: str
-    budget_s: float = 180.0
-    max_candidates: int = 60
+    budget_s: float = DEFAULT_WALL_S
+    max_candidates: int | None = EDITOR_MAX_CANDIDATES
     device: str = "auto"
     seed: int = 0
 

@@ -12,6 +12,8 @@ import sys
 from pathlib import Path
 from typing import Sequence
 
+from .api.budget import DEFAULT_BUDGET
+
 EXIT_OK = 0
 EXIT_FINDINGS = 1
 EXIT_USAGE = 2
@@ -177,10 +179,8 @@ def _cmd_init(args: argparse.Namespace) -> int:
 def _cmd_optimize(args: argparse.Namespace) -> int:
     import msgspec
 
-    from .evaluate.pool import WorkerPool
-    from .search import Budget, Search, SearchError, parse_duration
-    from .search.cost_model import DeviceModel
-    from .store import Store
+    from .api.budget import parse_duration
+    from .service import OptimizeRequest, SearchError, optimize
 
     if args.llm:
         raise UsageError("--llm: the LLM mutator is not part of this build yet; the search runs offline (--no-llm)")
@@ -191,30 +191,15 @@ def _cmd_optimize(args: argparse.Namespace) -> int:
     if args.max_candidates is not None and args.max_candidates < 1:
         raise UsageError(f"--max-candidates must be at least 1, got {args.max_candidates}")
     task = _task(args.target)
-    device = _device(args.device)
-    root = Path(task.config).parent if task.config else Path(task.file).parent
-    store = Store(root)
-    if store.notice is not None:
-        print(f"kernelbrain: {store.notice.message}", file=sys.stderr)
-    budget = Budget(wall_s=wall, max_candidates=args.max_candidates)
-    with WorkerPool() as pool:
-        dev = DeviceModel()
-        if device.startswith("cuda"):
-            from .evaluate.ceilings import CeilingCache
-
-            ce = CeilingCache().get_or_measure(pool, device)
-            if ce is not None:
-                dev = DeviceModel(bandwidth_gbps=ce.copy_gbps, bf16_tflops=ce.bf16_tflops)
-                store.save_ceilings(ce.device_name, ce.copy_gbps, ce.bf16_tflops, ce.measured_at)
-        search = Search(task, device=device, budget=budget, store=store, pool=pool, seed=args.seed, device_model=dev)
-        try:
-            if args.json:
-                result = search.run()
-            else:
-                result = _run_with_progress(search, wall)
-        except SearchError as exc:
-            print(f"kernelbrain: {exc}", file=sys.stderr)
-            return EXIT_FINDINGS
+    request = OptimizeRequest(task.file, task.kernel, wall, args.max_candidates, _device(args.device), args.seed)
+    try:
+        if args.json:
+            result = optimize(request, task=task, on_notice=_notice)
+        else:
+            result = _run_with_progress(request, task)
+    except SearchError as exc:
+        print(f"kernelbrain: {exc}", file=sys.stderr)
+        return EXIT_FINDINGS
     if args.report:
         from .report_html import render
 
@@ -238,30 +223,41 @@ def _cmd_optimize(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def _run_with_progress(search, wall: float):
+def _notice(message: str) -> None:
+    print(f"kernelbrain: {message}", file=sys.stderr)
+
+
+def _run_with_progress(request, task):
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from .service import optimize
 
     with Progress(TextColumn("[bold]{task.description}"), BarColumn(), TextColumn("{task.percentage:>3.0f}%"),
                   TimeElapsedColumn(), TextColumn("{task.fields[best]}"), transient=False) as progress:
-        bar = progress.add_task(search.task.kernel, total=1.0, best="")
+        bar = progress.add_task(task.kernel, total=1.0, best="")
 
         def on_event(e) -> None:
             best = f"best {e.best_speedup:.2f}x{'' if e.measured else ' (est.)'}" if e.best_speedup else ""
-            progress.update(bar, completed=e.fraction, best=best, description=f"{search.task.kernel}: {e.message[:48]}")
+            progress.update(bar, completed=e.fraction, best=best, description=f"{task.kernel}: {e.message[:48]}")
 
-        search.on_event = on_event
-        return search.run()
+        return optimize(request, task=task, on_event=on_event, on_notice=_notice)
 
 
 def _stderr_progress(p) -> None:
     print(f"  · {p.stage}{(': ' + p.detail) if p.detail else ''}", file=sys.stderr, flush=True)
 
 
-def _cmd_serve(args: argparse.Namespace) -> int:
-    from kernelbrain.server.app import serve
+def _plugin_commands(sub) -> None:
+    """Subcommands other packages of the distribution add (entry-point group
+    `kernelbrain.commands`): `serve` comes from the language server this way, so the engine never
+    imports the server. A plugin that fails to load is reported and skipped."""
+    from importlib.metadata import entry_points
 
-    serve()
-    return EXIT_OK
+    for ep in sorted(entry_points(group="kernelbrain.commands"), key=lambda e: e.name):
+        try:
+            ep.load()(sub)
+        except Exception as exc:  # a broken plugin must not take the other commands down
+            print(f"kernelbrain: command {ep.name!r} is unavailable: {exc}", file=sys.stderr)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -312,7 +308,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("optimize", help="search for verified faster variants of a kernel")
     p.add_argument("target", metavar="FILE[::KERNEL]")
-    p.add_argument("--budget", default="3m", help="wall-time budget, e.g. 90s, 5m, 1h (default 3m)")
+    p.add_argument("--budget", default=DEFAULT_BUDGET, help=f"wall-time budget, e.g. 90s, 5m, 1h (default {DEFAULT_BUDGET})")
     p.add_argument("--max-candidates", type=int, default=None,
                    help="candidates to evaluate at most (default: no cap; the time budget and stagnation end the search)")
     p.add_argument("--device", default="auto", help="auto (default), cpu, cuda or cuda:N")
@@ -325,8 +321,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--apply", action="store_true", help="write the best verified variant into the file")
     p.set_defaults(handler=_cmd_optimize)
 
-    p = sub.add_parser("serve", help="run the language server over stdio")
-    p.set_defaults(handler=_cmd_serve)
+    _plugin_commands(sub)
     return parser
 
 

@@ -1,6 +1,7 @@
 """Search jobs for the editor: one queue per device, one running search per device.
 
-Each job runs a `Search` in a thread with its own worker pool. Cancelling sets the search's
+Each job runs the optimize service (`service.py`, as the CLI does) in a thread with its own
+worker pool. Cancelling sets the search's
 cancel flag and kills that pool's worker processes at once (a thread cannot be interrupted, so
 this is the job's own kill path); the search then returns what it verified so far.
 """
@@ -9,15 +10,14 @@ from __future__ import annotations
 
 import itertools
 import threading
-from pathlib import Path
 from typing import Callable
 
 from .agent_protocol import JobInfo, JobRequest
+from .api.results import SearchEvent, SearchResult
 from .evaluate.devices import resolve_device
 from .evaluate.pool import WorkerPool
-from .search import Budget, Search, SearchError, SearchEvent, SearchResult
-from .store import Store
-from .task import TaskError, find_task
+from .service import OptimizeRequest, SearchError, optimize
+from .task import TaskError
 
 _ids = itertools.count(1)
 
@@ -72,8 +72,6 @@ class JobManager:
         result: SearchResult | None = None
         req = job.request
         try:
-            task = find_task(req.file, req.kernel)
-            root = Path(task.config).parent if task.config else Path(task.file).parent
             job.pool = WorkerPool()
             if job.cancel.is_set():
                 job.pool.kill()
@@ -87,18 +85,20 @@ class JobManager:
                 job.info.worker_pids = job.pool.pids() if job.pool else []
                 self.on_progress(job.info, event)
 
-            search = Search(task, device=job.info.device, budget=Budget(wall_s=req.budget_s,
-                            max_candidates=req.max_candidates), store=Store(root), pool=job.pool, seed=req.seed,
-                            on_event=on_event, cancel=job.cancel)
-            result = search.run()
+            request = OptimizeRequest(req.file, req.kernel, req.budget_s, req.max_candidates, job.info.device,
+                                      req.seed)
+            result = optimize(request, on_event=on_event, cancel=job.cancel, pool=job.pool)
             job.info.state = "cancelled" if result.stopped == "cancelled" else "finished"
             job.info.best_id, job.info.measured = result.best, result.measured
             if result.best:
                 job.info.best_speedup = next(v.speedup for v in result.variants if v.id == result.best)
-        except (TaskError, SearchError) as exc:
-            job.info.state, job.info.error = "failed", str(exc)
         except Exception as exc:  # never let a job take the agent down
-            job.info.state, job.info.error = "failed", f"{type(exc).__name__}: {exc}"
+            if job.cancel.is_set():  # a cancel kills the workers: whatever that broke, it was asked for
+                job.info.state = "cancelled"
+            elif isinstance(exc, (TaskError, SearchError)):
+                job.info.state, job.info.error = "failed", str(exc)
+            else:
+                job.info.state, job.info.error = "failed", f"{type(exc).__name__}: {exc}"
         finally:
             if job.pool is not None:
                 job.pool.close()

@@ -9,7 +9,7 @@ from __future__ import annotations
 import html
 import io
 
-from .search.result import SearchResult
+from .api.results import SearchResult
 
 OUTCOME_COLOURS = {"verified": "#2a9d3f", "stepping stone": "#e9a23b", "pruned": "#9a9a9a", "rejected": "#d1495b"}
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-from dataclasses import dataclass
 from pathlib import Path
 
 from lsprotocol import types
@@ -28,6 +27,7 @@ from .debounce import Debouncer
 from .engine_bridge import EngineBridge, EngineUnavailable
 from .results import ResultRegistry
 from .settings import Settings, parse_settings
+from .shared import NO_HARNESS, RunningJob
 from .state import FileState, WorkspaceIndex
 from .watcher import WorkspaceWatcher
 
@@ -35,16 +35,6 @@ log = logging.getLogger("kernelbrain.server")
 VERSION = "0.1.0"
 # A workspace scan reads at most this many Python files; monorepos keep the server responsive.
 MAX_SCANNED_FILES = 5000
-NO_HARNESS = "KB003"
-
-
-@dataclass
-class RunningJob:
-    info: p.JobInfo
-    uri: str
-    kernel: str
-    token: str | None
-
 
 class KernelBrainServer(LanguageServer):
     def __init__(self) -> None:

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import msgspec
 
-from kernelbrain.engine.search.result import SearchResult, Variant
+from kernelbrain.engine.api.results import SearchResult, Variant
 from kernelbrain.engine.store import Store
 from kernelbrain.engine.task.discover import harness_config
 

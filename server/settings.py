@@ -6,6 +6,8 @@ from typing import Any
 
 import msgspec
 
+from kernelbrain.engine.api.budget import DEFAULT_BUDGET, EDITOR_MAX_CANDIDATES, parse_duration
+
 
 class Settings(msgspec.Struct, forbid_unknown_fields=False):
     # Re-analysis delay after a keystroke burst. 200 ms keeps diagnostics calm while typing.
@@ -18,8 +20,8 @@ class Settings(msgspec.Struct, forbid_unknown_fields=False):
     # Hint diagnostics (with a quick fix) on kernels that have no task harness.
     harness_hints: bool = True
     # Search defaults for "Optimize kernel".
-    budget: str = "3m"
-    max_candidates: int = 60
+    budget: str = DEFAULT_BUDGET
+    max_candidates: int = EDITOR_MAX_CANDIDATES
     device: str = "auto"
     # OpenAI-compatible endpoint for the LLM mutator (accepted and kept; that mutator is not in this build).
     llm_endpoint: str | None = None
@@ -27,8 +29,6 @@ class Settings(msgspec.Struct, forbid_unknown_fields=False):
 
 
 def _check(settings: Settings) -> None:
-    from kernelbrain.engine.search.budget import parse_duration
-
     parse_duration(settings.budget)
     if settings.max_candidates < 1 or settings.debounce_ms < 0 or settings.target_arch < 70:
         raise ValueError("out of range")

@@ -6,8 +6,9 @@ from __future__ import annotations
 import pytest
 
 from kernelbrain.engine.evaluate.pool import WorkerPool
-from kernelbrain.engine.profile.compiled import sass_facts
-from kernelbrain.engine.profile.view import CompiledViewRequest, CompiledViewService, summary
+from kernelbrain.engine.evaluate.compiled import sass_facts
+from kernelbrain.engine.api.compiled_view import CompiledViewRequest, summary
+from kernelbrain.engine.profile.view import CompiledViewService
 
 from .conftest import EXAMPLES
 

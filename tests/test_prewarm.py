@@ -71,7 +71,7 @@ def test_ahead_of_time_cache_key_is_the_jits(tmp_path):
 
     from kernelbrain.engine.evaluate.harness import ModuleLoader
     from kernelbrain.engine.evaluate.specialize import _arg_spec
-    from kernelbrain.engine.profile.compiled import _jit_function, _signature
+    from kernelbrain.engine.evaluate.compiled import _jit_function, _signature
 
     loader = ModuleLoader()
     module = loader.load((EXAMPLES / "ops" / "matmul.py").read_text(encoding="utf-8"), str(EXAMPLES / "ops" / "matmul.py"), [])

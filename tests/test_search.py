@@ -12,8 +12,9 @@ from kernelbrain.engine.evaluate.messages import ArgSpec, CaseLaunches
 from kernelbrain.engine.evaluate.pool import WorkerPool
 from kernelbrain.engine.evaluate.verify import verify
 from kernelbrain.engine.mutate import MutationContext, load_mutators
-from kernelbrain.engine.search import Budget, Search, parse_duration
-from kernelbrain.engine.search import dispatch
+from kernelbrain.engine.api.budget import Budget, parse_duration
+from kernelbrain.engine.search import dispatch, selection
+from kernelbrain.engine.search.engine import Search
 from kernelbrain.engine.store import Store
 from kernelbrain.engine.task import find_task
 
@@ -156,7 +157,7 @@ def test_final_ab_covers_the_best_and_its_closest_rivals(pool, tmp_path):
     1.41x in its final A/B, behind a rival at 1.51x; another's timed 2.67x, then 1.88x, and its
     rivals at 2.37x, 11% behind, were not re-timed)."""
     from kernelbrain.engine.evaluate.messages import TimingResult
-    from kernelbrain.engine.search.engine import Node
+    from kernelbrain.engine.search.node import Node
 
     ws = workspace(tmp_path)
     search = Search(find_task(ws / "ops" / "softmax.py", "softmax_kernel"), device="cuda:0",
@@ -165,12 +166,12 @@ def test_final_ab_covers_the_best_and_its_closest_rivals(pool, tmp_path):
                                    ("c", 1.43, "faster"), ("d", 1.55, "same"), ("e", 1.30, "faster")]:
         node = Node(name, "", name, "", None, outcome="verified")
         node.timing = TimingResult([], speedup, verdict)
-        search.nodes[name] = node
-    search.best_id, search.best_speedup = "best", 1.56
-    assert [n.id for n in search._final_contenders()] == ["best", "a", "b"]
-    search.nodes["best"].timing = TimingResult([], 2.67, "faster")  # an outlier far ahead
-    search.best_speedup = 2.67
-    assert [n.id for n in search._final_contenders()] == ["best", "a", "b"]
+        search.population.nodes[name] = node
+    search.population.best_id, search.population.best_speedup = "best", 1.56
+    assert [n.id for n in search.endgame.final_contenders()] == ["best", "a", "b"]
+    search.population.nodes["best"].timing = TimingResult([], 2.67, "faster")  # an outlier far ahead
+    search.population.best_speedup = 2.67
+    assert [n.id for n in search.endgame.final_contenders()] == ["best", "a", "b"]
 
 
 def test_speedups_from_separate_ab_runs_are_taken_against_one_reference(pool, tmp_path):
@@ -182,17 +183,17 @@ def test_speedups_from_separate_ab_runs_are_taken_against_one_reference(pool, tm
     ws = workspace(tmp_path)
     search = Search(find_task(ws / "ops" / "softmax.py", "softmax_kernel"), device="cuda:0",
                     budget=Budget(wall_s=60), store=Store(ws), pool=pool)
-    search.labels, search.baseline_us = ["big", "small"], [187.0, 50.0]
+    search.population.labels, search.population.baseline_us = ["big", "small"], [187.0, 50.0]
 
     def ab(base_ms, cand_ms, verdict="faster"):
         cases = [CaseTiming(label, b, c, b / c, b / c * 0.9, b / c * 1.1, 0.0, 0.01, "faster", 100, False)
-                 for label, b, c in zip(search.labels, base_ms, cand_ms)]
+                 for label, b, c in zip(search.population.labels, base_ms, cand_ms)]
         return TimingResult(cases, (base_ms[0] / cand_ms[0] * base_ms[1] / cand_ms[1]) ** 0.5, verdict)
 
     slower = ab([0.260, 0.050], [0.095, 0.025])  # timed beside a slow run of the original
     faster = ab([0.200, 0.050], [0.090, 0.025], "mixed")
     assert slower.speedup > faster.speedup  # the raw speedups rank them the wrong way round
-    r_slower, r_faster = search._rebased(slower), search._rebased(faster)
+    r_slower, r_faster = search.population.rebased(slower), search.population.rebased(faster)
     assert r_faster.speedup > r_slower.speedup
     assert r_faster.speedup == pytest.approx((187 / 90 * 50 / 25) ** 0.5)
     big = r_faster.cases[0]
@@ -201,7 +202,7 @@ def test_speedups_from_separate_ab_runs_are_taken_against_one_reference(pool, tm
     assert r_faster.verdict == "mixed"
     # a case the reference does not know (a timing from another set of cases) is left as it was
     other = TimingResult([CaseTiming("other", 0.2, 0.1, 2.0, 1.9, 2.1, 0.0, 0.01, "faster", 10, False)], 2.0, "faster")
-    assert search._rebased(other) is other
+    assert search.population.rebased(other) is other
 
 
 def test_final_ab_keeps_the_simpler_of_variants_tied_within_noise(pool, tmp_path):
@@ -209,7 +210,7 @@ def test_final_ab_keeps_the_simpler_of_variants_tied_within_noise(pool, tmp_path
     simpler diff stands (H200 rmsnorm: a dispatch at 1.1661x, an ingredient at 1.1654x). A gap
     above the floor still goes to the faster one."""
     from kernelbrain.engine.evaluate.messages import CaseTiming, TimingResult
-    from kernelbrain.engine.search.engine import Node
+    from kernelbrain.engine.search.node import Node
 
     ws = workspace(tmp_path)
     search = Search(find_task(ws / "ops" / "softmax.py", "softmax_kernel"), device="cuda:0",
@@ -224,38 +225,38 @@ def test_final_ab_keeps_the_simpler_of_variants_tied_within_noise(pool, tmp_path
         return n
 
     dispatched, small, large = node("dispatch", 1.1661, 40, True), node("small", 1.1654, 3), node("large", 1.166, 9)
-    speedup, kept = search._simplest_of_tied([(1.1661, dispatched), (1.1654, small), (1.166, large)], dispatched)
+    speedup, kept = search.endgame.simplest_of_tied([(1.1661, dispatched), (1.1654, small), (1.166, large)], dispatched)
     assert (kept.id, speedup) == ("small", 1.1654)
-    assert any("within the noise floor" in n for n in search.notes)
+    assert any("within the noise floor" in n for n in search.ledger.notes)
     clearly = node("clearly", 1.20, 40, True)
-    assert search._simplest_of_tied([(1.20, clearly), (1.1654, small)], small)[1] is clearly
+    assert search.endgame.simplest_of_tied([(1.20, clearly), (1.1654, small)], small)[1] is clearly
     # the final A/B through the same rule, its interleaved timing set by hand: one note, not a
     # second one saying again that the first by precise timing was not kept
-    search.notes.clear()
-    search.nodes = {n.id: n for n in (dispatched, small, large)}
-    search.best_id, search.best_speedup = "dispatch", 1.1661
-    search._time_together = lambda nodes, rep_ms: [n.timing for n in nodes]
-    search._final_ab()
-    assert (search.best_id, search.best_speedup) == ("small", 1.1654)
-    assert [n for n in search.notes if n.startswith("final A/B")] == [
+    search.ledger.notes.clear()
+    search.population.nodes = {n.id: n for n in (dispatched, small, large)}
+    search.population.best_id, search.population.best_speedup = "dispatch", 1.1661
+    search.evaluator.time_together = lambda nodes, rep_ms: [n.timing for n in nodes]
+    search.endgame.final_ab()
+    assert (search.population.best_id, search.population.best_speedup) == ("small", 1.1654)
+    assert [n for n in search.ledger.notes if n.startswith("final A/B")] == [
         "final A/B: small at 1.165x is within the noise floor of dispatch at 1.166x and the simpler change, so it is kept"]
     # equally simple and tied: the measured order is noise; the cost model's order decides, so
     # that two runs measuring the pair in opposite orders keep the same one
-    search.baseline_est = [10.0]
+    search.population.baseline_est = [10.0]
     tile_a, tile_b = node("tile-a", 4.0999, 3), node("tile-b", 4.0944, 3)
     tile_a.estimate_us, tile_b.estimate_us = [2.5], [2.4]
-    assert search._simplest_of_tied([(4.0999, tile_a), (4.0944, tile_b)], tile_a)[1] is tile_b
+    assert search.endgame.simplest_of_tied([(4.0999, tile_a), (4.0944, tile_b)], tile_a)[1] is tile_b
     tile_a.timing, tile_b.timing = tile_b.timing, tile_a.timing
-    assert search._simplest_of_tied([(4.0944, tile_a), (4.0999, tile_b)], tile_b)[1] is tile_b
+    assert search.endgame.simplest_of_tied([(4.0944, tile_a), (4.0999, tile_b)], tile_b)[1] is tile_b
     # the same order decides which quick-timed near-ties go on to the full harness
-    from kernelbrain.engine.search.engine import FULL_AFTER_QUICK, split_stones
+    from kernelbrain.engine.search.selection import FULL_AFTER_QUICK, split_stones
 
     quick = []
     for name, q, est in (("q-a", 1.880, 2.6), ("q-b", 1.876, 2.4), ("q-c", 1.874, 2.5), ("q-d", 1.750, 1.0)):
         n = node(name, q, 3)
         n.quick_timing, n.timing, n.estimate_us = n.timing, None, [est]
         quick.append(n)
-    contenders, behind, below = split_stones(quick, 1.0, search._ties_first)
+    contenders, behind, below = split_stones(quick, 1.0, search.ladder.ties_first)
     assert FULL_AFTER_QUICK == 2
     assert [n.id for n in contenders] == ["q-b", "q-c"] and [n.id for n in behind] == ["q-a", "q-d"] and below == []
 
@@ -264,7 +265,7 @@ def gpu_search_with_original(pool, tmp_path, op: str):
     """(search, task, source): a search as on a GPU (never started) whose original is dry-run,
     for tests that set the per-case timings of its nodes by hand."""
     from kernelbrain.engine.evaluate.messages import Specialize
-    from kernelbrain.engine.search.engine import Node
+    from kernelbrain.engine.search.node import Node
 
     ws = workspace(tmp_path)
     task = find_task(ws / "ops" / f"{op}.py", f"{op}_kernel")
@@ -272,8 +273,8 @@ def gpu_search_with_original(pool, tmp_path, op: str):
     search = Search(task, device="cuda:0", budget=Budget(wall_s=60), store=Store(ws), pool=pool)
     original = Node("original", source, "original", "", None, outcome="verified")
     original.spec = pool.call("compile:0", Specialize(task, None, seed=0), 120.0)
-    search.nodes["original"] = original
-    search.labels = [c.label for c in original.spec.cases]
+    search.population.nodes["original"] = original
+    search.population.labels = [c.label for c in original.spec.cases]
     return search, task, source
 
 
@@ -290,7 +291,7 @@ def test_dispatch_ingredients_include_quick_timed_candidates_on_a_gpu(pool, tmp_
     """On a GPU the ladder fully verifies few candidates; per-shape winners among those only
     quick-timed still make a dispatching variant (itself then verified in full). H200 rmsnorm,
     12 candidates: full fidelity built a 1.166x dispatch, the ladder stopped at 1.135x."""
-    from kernelbrain.engine.search.engine import Node
+    from kernelbrain.engine.search.node import Node
 
     search, task, source = gpu_search_with_original(pool, tmp_path, "softmax")
     muts = load_mutators()
@@ -298,23 +299,23 @@ def test_dispatch_ingredients_include_quick_timed_candidates_on_a_gpu(pool, tmp_
     single = next(iter(muts["single-pass"].propose(MutationContext(task, source))))
 
     def timing(per_case):
-        return per_case_timing(search.labels, per_case)
+        return per_case_timing(search.population.labels, per_case)
 
     lead = Node("lead", wide.source, "config", "", "original", outcome="verified")
     lead.timing = timing([1.20, 1.20, 1.00])
     stone = Node("stone", single.source, "single-pass", "", "original", outcome="stone")
     stone.quick_timing = timing([1.00, 1.00, 1.60])
-    search.nodes.update(lead=lead, stone=stone)
+    search.population.nodes.update(lead=lead, stone=stone)
     built = []
-    monkeypatch.setattr(search, "_generation", lambda nodes, force=False: built.extend(nodes))
-    search._dispatch()
+    monkeypatch.setattr(search.ladder, "generation", lambda nodes, force=False: built.extend(nodes))
+    search.endgame.dispatch()
     assert [n.dispatch for n in built] == [True] and built[0].parent == "lead"
     assert "dispatch(config | single-pass)" == built[0].origin
     assert "`single-pass` where x.shape[1] > " in built[0].description
     # a candidate the cost model ranked out was never timed: not an ingredient
     built.clear()
     stone.quick_timing, stone.outcome = None, "pruned"
-    search._dispatch()
+    search.endgame.dispatch()
     assert built == []
 
 
@@ -326,13 +327,14 @@ def test_shape_winners_and_other_structures_are_expanded_and_a_climb_is_progress
     coarsened variant there), was pruned, and the search stopped after 136 of its 300 s on the
     best variant alone (run AH); with shape winners kept it climbed to 1.33x on 16384x4096, then
     tuned chains of the coarsened atomics took every parent slot (run AI)."""
-    from kernelbrain.engine.search.engine import Node, halve
+    from kernelbrain.engine.search.node import Node
+    from kernelbrain.engine.search.selection import halve
 
     search, task, source = gpu_search_with_original(pool, tmp_path, "col_sum")
-    original = search.nodes["original"]
+    original = search.population.nodes["original"]
 
     def timing(per_case):
-        return per_case_timing(search.labels, per_case)
+        return per_case_timing(search.population.labels, per_case)
 
     def node(name, origin, per_case, outcome="verified"):
         n = Node(name, source + f"# {name}\n", origin, "", "original", outcome=outcome)
@@ -340,7 +342,7 @@ def test_shape_winners_and_other_structures_are_expanded_and_a_climb_is_progress
             n.timing = timing(per_case)
         else:
             n.quick_timing = timing(per_case)
-        search.nodes[name] = n
+        search.population.nodes[name] = n
         return n
 
     original.expanded = True  # as after the first generation
@@ -349,38 +351,38 @@ def test_shape_winners_and_other_structures_are_expanded_and_a_climb_is_progress
         node(f"c{i}", origin, [2.7 - i * 0.01, 2.7 - i * 0.01, 2.6 - i * 0.01])
     own = node("own", "own-columns+launcher-cleanup+loop-stages", [0.4, 0.1, 2.5], outcome="stone")
     wide = node("wide", "coarsen-atomics+config", [1.0, 2.8, 1.0], outcome="stone")  # the best on 65536x1024
-    parents = search._parents()
+    parents = selection.parents(search.population)
     # three by the geomean; tuned chains of the coarsened atomics are one structure, own columns
     # another; and the second case's best
-    assert parents == [search.nodes[k] for k in ("c0", "c1", "c2")] + [own, wide]
+    assert parents == [search.population.nodes[k] for k in ("c0", "c1", "c2")] + [own, wide]
     # an autotuned variant is no structure's walk: `config` cannot retune it
     tuned = node("tuned", "own-columns+loop-stages+autotune", [1.0, 0.5, 2.5], outcome="stone")
-    assert own in search._parents() and tuned not in search._parents()
+    assert own in selection.parents(search.population) and tuned not in selection.parents(search.population)
     hand = node("hand", "own-columns+loop-stages+config", [0.9, 0.5, 2.4], outcome="stone")
-    kept, _ = halve([search.nodes["c0"], tuned, hand], 1)  # its structure's best hand-tuned variant
+    kept, _ = halve([search.population.nodes["c0"], tuned, hand], 1)  # its structure's best hand-tuned variant
     assert hand in kept
-    del search.nodes["hand"]
-    del search.nodes["tuned"]
-    ranked = [search.nodes[k] for k in ("c0", "c1", "c2")] + [own, wide]
-    kept, dropped = halve(ranked, 2, search._case_speedups)
-    assert wide in kept and own in kept and search.nodes["c2"] in dropped  # wide: a shape's best; own: a structure's
+    del search.population.nodes["hand"]
+    del search.population.nodes["tuned"]
+    ranked = [search.population.nodes[k] for k in ("c0", "c1", "c2")] + [own, wide]
+    kept, dropped = halve(ranked, 2, search.population.case_speedups)
+    assert wide in kept and own in kept and search.population.nodes["c2"] in dropped  # wide: a shape's best; own: a structure's
     # a structure's best on one case is kept though another structure leads there: the tiling of
     # the column strips that wins the first case loses the geomean to the one that wins the third
     eight = node("eight", "own-columns+launcher-cleanup+loop-stages+config", [1.5, 0.05, 2.0], outcome="stone")
-    kept, dropped = halve(ranked + [eight], 2, search._case_speedups)
-    assert eight in kept and search.nodes["c2"] in dropped
-    del search.nodes["eight"]
-    before = (search.best_speedup, search._per_shape_best(), search._structure_bests())
-    assert not search._progressed(*before)
+    kept, dropped = halve(ranked + [eight], 2, search.population.case_speedups)
+    assert eight in kept and search.population.nodes["c2"] in dropped
+    del search.population.nodes["eight"]
+    before = selection.Standing.of(search.population)
+    assert not selection.progressed(search.population, before)
     own.quick_timing = timing([0.8, 0.1, 2.5])  # retuned: twice as fast on the first case, still no shape's best
-    assert search._per_shape_best() == pytest.approx(before[1]) and search._progressed(*before)
+    assert search.population.per_shape_best() == pytest.approx(before.per_shape) and selection.progressed(search.population, before)
 
 
 def test_a_step_that_paid_on_some_case_is_repeated_first(pool, tmp_path):
     """The search hands `config` the parent's own parent where the step between them made it
     faster on some case, so the walk repeats that step (32 -> 64 -> 128 rows of a column strip);
     a step that paid nowhere is not repeated."""
-    from kernelbrain.engine.search.engine import Node
+    from kernelbrain.engine.search.node import Node
 
     search, task, source = gpu_search_with_original(pool, tmp_path, "col_sum")
     muts = load_mutators()
@@ -392,16 +394,16 @@ def test_a_step_that_paid_on_some_case_is_repeated_first(pool, tmp_path):
                                       ("square", square, "own", [0.8, 0.1, 2.4])]:
         nodes[name] = Node(name, p.source, p.origin if parent == "original" else f"own-columns+{p.origin}",
                            p.description, parent, outcome="stone")
-        nodes[name].quick_timing = per_case_timing(search.labels, per_case)
-        search.nodes[name] = nodes[name]
+        nodes[name].quick_timing = per_case_timing(search.population.labels, per_case)
+        search.population.nodes[name] = nodes[name]
 
     def first_config(node):
         node.expanded = False
-        return next(n for n in search._propose([node]) if n.origin.endswith("+config")).source
+        return next(n for n in search.propose([node]) if n.origin.endswith("+config")).source
 
     tall = "BLOCK_M=128, BLOCK_N=64, num_warps=4"
     assert tall in first_config(nodes["square"])
-    nodes["square"].quick_timing = per_case_timing(search.labels, [0.4, 0.1, 2.4])  # paid on no case
+    nodes["square"].quick_timing = per_case_timing(search.population.labels, [0.4, 0.1, 2.4])  # paid on no case
     assert tall not in first_config(nodes["square"])
 
 
@@ -434,13 +436,13 @@ def test_rewrites_that_helped_are_proposed_first(pool, tmp_path):
     mutator's many proposals take turns with the others': an H200 matmul search never combined its
     best tiling with the zero-fill removal (1.06x on its own) before the budget ran out."""
     from kernelbrain.engine.evaluate.messages import TimingResult
-    from kernelbrain.engine.search.engine import Node
+    from kernelbrain.engine.search.node import Node
 
     ws = workspace(tmp_path)
     task = find_task(ws / "ops" / "matmul.py", "matmul_kernel")
     search = Search(task, device="cuda:0", budget=Budget(wall_s=60), store=Store(ws), pool=pool)
     original = open(task.file).read()
-    search.nodes["original"] = Node("original", original, "original", "", None, outcome="verified")
+    search.population.nodes["original"] = Node("original", original, "original", "", None, outcome="verified")
     ctx = MutationContext(task, original)
     mutators = load_mutators()
     tiled = next(iter(mutators["config"].propose(ctx)))
@@ -448,9 +450,9 @@ def test_rewrites_that_helped_are_proposed_first(pool, tmp_path):
     for name, p, speedup in [("tiled", tiled, 1.85), ("cleaned", cleaned, 1.06)]:
         node = Node(name, p.source, p.origin, p.description, "original", outcome="verified")
         node.timing = TimingResult([], speedup, "faster")
-        search.nodes[name] = node
-    assert search._proven_steps() == {"config", "launcher-cleanup"}
-    fresh = search._propose([search.nodes["tiled"]])
+        search.population.nodes[name] = node
+    assert search.population.proven_steps() == {"config", "launcher-cleanup"}
+    fresh = search.propose([search.population.nodes["tiled"]])
     origins = [n.origin for n in fresh]
     first_turn = origins[:2]
     assert sorted(first_turn) == ["config+config", "config+launcher-cleanup"], origins
@@ -464,7 +466,8 @@ def test_candidates_far_below_the_lead_become_stepping_stones():
     """Only quick-timed candidates near the lead pay for the full harness; the others are kept
     as parents (their rewrite may pay combined) but are never results."""
     from kernelbrain.engine.evaluate.messages import TimingResult
-    from kernelbrain.engine.search.engine import Node, split_stones
+    from kernelbrain.engine.search.node import Node
+    from kernelbrain.engine.search.selection import split_stones
 
     def quick(name, q):
         node = Node(name, "", name, "", "original")
@@ -491,18 +494,18 @@ def test_candidates_far_below_the_lead_become_stepping_stones():
 def test_gpu_seconds_to_best_are_those_spent_when_the_best_was_verified(pool, tmp_path):
     """The ladder's saving shows in the GPU time until the best was verified, not in totals that
     also hold the baseline and the final A/B."""
-    from kernelbrain.engine.search.result import TrajectoryPoint
+    from kernelbrain.engine.api.results import TrajectoryPoint
 
     ws = workspace(tmp_path)
     search = Search(find_task(ws / "ops" / "softmax.py", "softmax_kernel"), device="cuda:0",
                     budget=Budget(wall_s=60), store=Store(ws), pool=pool)
-    search.trajectory = [TrajectoryPoint(1.0, "a", "config", "verified", 1.2, 1.2, 10.0),
+    search.ledger.trajectory = [TrajectoryPoint(1.0, "a", "config", "verified", 1.2, 1.2, 10.0),
                          TrajectoryPoint(2.0, "b", "config", "quick:below-lead", 1.0, 1.2, 14.0),
                          TrajectoryPoint(3.0, "c", "single-pass", "verified", 1.5, 1.5, 31.5)]
-    search.best_id = "c"
-    assert search._gpu_s_to_best() == 31.5
-    search.best_id = "resumed-from-the-store"
-    assert search._gpu_s_to_best() is None
+    search.population.best_id = "c"
+    assert search.gpu_s_to_best() == 31.5
+    search.population.best_id = "resumed-from-the-store"
+    assert search.gpu_s_to_best() is None
 
 
 def test_the_best_gets_the_stackable_steps_that_paid_elsewhere(pool, tmp_path, monkeypatch):
@@ -510,7 +513,7 @@ def test_the_best_gets_the_stackable_steps_that_paid_elsewhere(pool, tmp_path, m
     other variant faster: an H200 cross_entropy search's `exp2` made an early variant 4% faster,
     and the best, found 237 s into 300, never got it (run AX)."""
     from kernelbrain.engine.evaluate.messages import TimingResult
-    from kernelbrain.engine.search.engine import Node
+    from kernelbrain.engine.search.node import Node
 
     ws = workspace(tmp_path)
     task = find_task(ws / "ops" / "cross_entropy.py", "cross_entropy_kernel")
@@ -521,18 +524,18 @@ def test_the_best_gets_the_stackable_steps_that_paid_elsewhere(pool, tmp_path, m
     fast_exp = next(iter(mutators["exp2"].propose(MutationContext(task, online.source))))
     hinted = next(iter(mutators["hints"].propose(MutationContext(task, online.source))))
     tuned = next(iter(mutators["config"].propose(MutationContext(task, online.source))))
-    search.nodes["original"] = Node("original", original, "original", "", None, outcome="verified")
+    search.population.nodes["original"] = Node("original", original, "original", "", None, outcome="verified")
     for name, source, origin, parent, speedup in [
             ("online", online.source, "online-softmax", "original", 2.61),
             ("fast", fast_exp.source, "online-softmax+exp2", "online", 2.71),  # exp2 paid
             ("hinted", hinted.source, "online-softmax+hints", "online", 2.60),  # hints did not
             ("best", tuned.source, "online-softmax+config", "online", 3.39)]:
-        search.nodes[name] = Node(name, source, origin, origin, parent, outcome="verified")
-        search.nodes[name].timing = TimingResult([], speedup, "faster")
-    search.best_id, search.best_speedup = "best", 3.39
+        search.population.nodes[name] = Node(name, source, origin, origin, parent, outcome="verified")
+        search.population.nodes[name].timing = TimingResult([], speedup, "faster")
+    search.population.best_id, search.population.best_speedup = "best", 3.39
     generated = []
-    monkeypatch.setattr(search, "_generation", lambda nodes, force=False: generated.append((nodes, force)))
-    search._polish()
+    monkeypatch.setattr(search.ladder, "generation", lambda nodes, force=False: generated.append((nodes, force)))
+    search.endgame.polish()
     [([polished], force)] = generated
     assert force and polished.parent == "best" and polished.origin == "online-softmax+config+exp2"
     assert "tl.exp2(" in polished.source and "tl.exp(" not in polished.source.split("def cross_entropy(")[0]
@@ -540,7 +543,7 @@ def test_the_best_gets_the_stackable_steps_that_paid_elsewhere(pool, tmp_path, m
     assert polished.source.split("def cross_entropy(")[1] == tuned.source.split("def cross_entropy(")[1]
     assert verify(pool, task, polished.source, "cpu").accepted
     # tried once: a polished variant already known is not generated again
-    search.nodes[polished.id] = polished
+    search.population.nodes[polished.id] = polished
     generated.clear()
-    search._polish()
+    search.endgame.polish()
     assert generated == []

@@ -16,21 +16,8 @@ from collections import Counter
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
-# Allocation, views, copies and metadata: what a launcher may do with PyTorch.
-ALLOWED_OPS = {
-    "empty", "empty_like", "empty_strided", "new_empty", "new_empty_strided", "zeros", "zeros_like", "new_zeros",
-    "ones", "ones_like", "new_ones", "full", "full_like", "new_full", "fill_", "zero_", "arange",
-    "view", "_unsafe_view", "reshape", "_reshape_alias", "as_strided", "expand", "permute", "transpose", "t",
-    "unsqueeze", "squeeze", "select", "slice", "split", "split_with_sizes", "chunk", "narrow", "unbind",
-    "contiguous", "clone", "copy_", "_to_copy", "to", "detach", "alias", "lift_fresh", "view_as", "flatten",
-    "unflatten", "resize_", "set_", "stride", "size", "sym_size", "sym_stride", "sym_numel", "is_contiguous",
-    "_local_scalar_dense", "expand_as", "movedim", "_unsafe_view", "dim", "numel",
-}
-ALLOCATION_OPS = {"empty", "empty_like", "empty_strided", "new_empty", "new_empty_strided"}
-# Comparisons and logic, allowed on scalars only: a launcher's checks (`target.max() >= n`
-# combined with `|`, then asserted). A boolean scalar cannot carry a kernel's result.
-CHECK_OPS = {"eq", "ne", "lt", "le", "gt", "ge", "logical_and", "logical_or", "logical_not", "logical_xor",
-             "bitwise_and", "bitwise_or", "bitwise_not", "bitwise_xor", "_assert_async"}
+from .op_sets import ALLOCATION_OPS, ALLOWED_OPS, CHECK_OPS, COPY_OPS, FILL_OPS  # noqa: F401
+
 
 # Quiet NaNs with a payload no arithmetic produces: an element still holding one was never written.
 POISON_BITS = {
@@ -44,10 +31,6 @@ POISON_INT = {torch.int32: -0x5A5A5A5B, torch.int64: -0x5A5A5A5A5A5A5A5B, torch.
 _active: list["AuditMode"] = []
 recorders: list = []  # dry-run recorders (specialize.Recorder): launches are recorded, not run
 _installed = False
-# Host-side ops that move device memory: fills write their output, copies also read it.
-FILL_OPS = {"zeros", "zeros_like", "new_zeros", "ones", "ones_like", "new_ones", "full", "full_like", "new_full",
-            "fill_", "zero_"}
-COPY_OPS = {"clone", "copy_", "_to_copy", "contiguous"}
 
 
 def _flat(args, kwargs) -> list:

@@ -135,7 +135,7 @@ def hold(groups: list[Callable[[], object]], flush: Callable[[], object]) -> Cal
     return lambda: torch.cuda._sleep(cycles)
 
 
-def _estimate_ms(fn: Callable[[], object], flush: Callable[[], object],
+def _rough_ms(fn: Callable[[], object], flush: Callable[[], object],
                  spin: Callable[[], object]) -> tuple[float, float]:
     """Median time of one held and flushed run of `fn` alone (whether to replay it from a CUDA
     graph), and the mean of hold, flush and run (for sizing the repetitions). Deciding on flush
@@ -171,7 +171,7 @@ def measure(groups: list[Callable[[], object]], rep_ms: float, captures: int = G
         fn()
         fn()
     spin = hold(groups, flush)
-    estimates = [_estimate_ms(f, flush, spin) for f in groups]
+    estimates = [_rough_ms(f, flush, spin) for f in groups]
     est = max(total for _, total in estimates)
     runners: list[tuple[int, Callable[[], object]]] = [(g, f) for g, f in enumerate(groups)]
     use_graph = max(alone for alone, _ in estimates) < GRAPH_BELOW_MS

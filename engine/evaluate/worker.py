@@ -65,7 +65,7 @@ def _serve(device: str, rfd: int, wfd: int) -> None:
             elif isinstance(req, m.Specialize):
                 answer = _specialize(req, dev, loader, progress)
             elif isinstance(req, m.Compile):
-                from ..profile.compiled import compile_launches
+                from .compiled import compile_launches
 
                 progress("compile", f"{len(req.launches)} specialisations for sm_{req.arch}")
                 answer = m.CompileResult(compile_launches(loader, req))

@@ -19,32 +19,10 @@ from ..index import parse_module
 from ..index.builder import source_hash
 from ..rules.analysis import kernel_views, launch_views
 from ..task import TaskError, find_task
+from ..api.compiled_view import CompiledView, CompiledViewRequest, CompiledViewResult
 from .compiled_rules import compiled_findings, tensor_core_finding
 
 COMPILE_TIMEOUT_S = 300.0
-
-
-class CompiledView(msgspec.Struct):
-    kernel: str
-    specialisations: list[m.LaunchRecord]
-    facts: list[m.CompiledFacts]
-    findings: list[Finding]
-    source: str  # "harness" (real launches) or "launch site" (assumed types)
-    note: str = ""
-
-
-class CompiledViewRequest(msgspec.Struct):
-    file: str
-    source: str
-    kernels: list[str] | None = None
-    arch: int = 90
-    maxnreg: int | None = None
-
-
-class CompiledViewResult(msgspec.Struct):
-    source_hash: str
-    views: list[CompiledView]
-    errors: list[str] = []
 
 
 def _static_records(source: str, path: str, kernel: str) -> tuple[list[m.LaunchRecord], str]:
@@ -163,20 +141,3 @@ class CompiledViewService:
 def _kernel_uses_dot(pm, name: str) -> bool:
     kv = next((k for k in kernel_views(pm) if k.name == name), None)
     return bool(kv and kv.uses("dot"))
-
-
-def summary(view: CompiledView) -> str:
-    """One line per specialisation, for hover text."""
-    lines = []
-    for rec, f in zip(view.specialisations, view.facts):
-        consts = ", ".join(f"{a.name}={a.value}" for a in rec.args if a.kind == "constexpr")
-        if not f.ok:
-            lines.append(f"{consts}: does not compile ({(f.error or '')[:80]})")
-            continue
-        loads = ", ".join(f"{n}x{w}-bit" for w, n in sorted(f.global_load_bits.items(), key=lambda x: -int(x[0])))
-        looped = f" ({f.loop_instructions} in loops)" if f.loop_instructions else ""
-        lines.append(f"{consts}, warps={f.num_warps}, stages={f.num_stages}: {f.n_regs} regs, "
-                     f"{f.n_spills or 0} B spilled, {(f.shared_bytes or 0) // 1024} KB shared, occupancy "
-                     f"{(f.occupancy or 0):.0%}, loads {loads or 'none'}, {f.tensor_core_ops} tensor-core ops, "
-                     f"{f.instructions} SASS instructions{looped}")
-    return "\n".join(lines)

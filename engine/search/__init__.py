@@ -1,7 +1,4 @@
-"""The search: fidelity ladder, successive halving, budget, dispatch variants, static cost model."""
+"""The search: fidelity ladder, selection, end game, ledger and the static cost model.
 
-from .budget import Budget, parse_duration
-from .engine import Search, SearchError
-from .result import SearchEvent, SearchResult
-
-__all__ = ["Budget", "Search", "SearchError", "SearchEvent", "SearchResult", "parse_duration"]
+Kept empty on purpose: importing a module of this package loads only what that module needs.
+"""

@@ -31,7 +31,7 @@ import functools
 import math
 from dataclasses import dataclass
 
-from ..evaluate.messages import CaseLaunches, CompiledFacts, LaunchRecord
+from ..evaluate.messages import CaseLaunches, CompiledFacts, LaunchRecord, SpecializeResult
 from ..index import parse_module
 from ..rules.analysis import kernel_views, kwarg
 
@@ -609,7 +609,7 @@ def case_time_us(case: CaseLaunches, facts: dict[int, CompiledFacts | None], sou
         key = rec.kernel if rec.config else f"{rec.kernel}#{i}"
         by_kernel.setdefault(key, []).append(t)
     total = sum(min(ts) for ts in by_kernel.values())  # autotune picks its best config
-    from ..evaluate.audit import ALLOWED_OPS, COPY_OPS, FILL_OPS
+    from ..evaluate.op_sets import ALLOWED_OPS, COPY_OPS, FILL_OPS
 
     host = case.host_ops
     device_kernels = sum(n for op, n in host.items()
@@ -669,3 +669,20 @@ def case_bytes_and_flops(cases: list[CaseLaunches]) -> tuple[list[int], list[int
         out_b.append(sum(seen.values()))
         out_f.append(matmul_flops(c))
     return out_b, out_f
+
+
+class CostModel:
+    """The default estimator of the search: per-case times (µs) of a dry-run, AOT-compiled
+    candidate on `dev`. Injected into the search, as Triton's autotuner takes a `perf_model`."""
+
+    def __init__(self, dev: DeviceModel | None = None):
+        self.dev = dev or DeviceModel()
+
+    def estimate(self, spec: SpecializeResult | None, facts: dict[int, dict[int, CompiledFacts]],
+                 source: str) -> list[float] | None:
+        if spec is None or not spec.cases:
+            return None
+        kernels = {rec.kernel for c in spec.cases for rec in c.launches}
+        tiles = {k: tile_names(source, k) for k in kernels}
+        return [case_time_us(c, facts.get(ci, {}), source, tiles, self.dev, matmul_flops(c))
+                for ci, c in enumerate(spec.cases)]

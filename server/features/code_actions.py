@@ -5,7 +5,7 @@ from __future__ import annotations
 from lsprotocol import types
 from pygls.uris import to_fs_path
 
-from ..app import NO_HARNESS
+from ..shared import NO_HARNESS
 from ..convert import Positions
 from .code_lens import optimize_command
 

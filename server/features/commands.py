@@ -10,11 +10,11 @@ from lsprotocol import types
 from pygls.uris import from_fs_path, to_fs_path
 
 from kernelbrain.engine import agent_protocol as p
-from kernelbrain.engine.search.budget import parse_duration
+from kernelbrain.engine.api.budget import parse_duration
 from kernelbrain.engine.task import TaskError, find_task
 from kernelbrain.engine.task.scaffold import plan
 
-from ..app import RunningJob
+from ..shared import RunningJob
 from ..engine_bridge import EngineUnavailable
 from .code_lens import OPTIMIZE_COMMAND
 

@@ -40,7 +40,7 @@ def kernel_markdown(kernel: Kernel, findings) -> str:
 
 def dynamic_markdown(ls, path: str, kernel: Kernel, uri: str) -> str:
     """What only the engine knows: compiled facts, profile share, best variant, job status."""
-    from kernelbrain.engine.profile.view import summary
+    from kernelbrain.engine.api.compiled_view import summary
 
     lines: list[str] = []
     view = ls.compiled_for(uri)

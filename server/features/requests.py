@@ -6,7 +6,7 @@ import difflib
 import os
 
 from kernelbrain.engine import agent_protocol as p
-from kernelbrain.engine.search.explain import unified_diff
+from kernelbrain.engine.api.diff import unified_diff
 
 from ..engine_bridge import EngineUnavailable
 

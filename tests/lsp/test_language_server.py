@@ -188,8 +188,8 @@ async def test_measured_view_diagnostics_from_a_stored_gpu_search(examples_copy,
     import msgspec
 
     from kernelbrain.engine.index.builder import source_hash
-    from kernelbrain.engine.search.budget import Budget, Spent
-    from kernelbrain.engine.search.result import BaselineCase, BudgetReport, CandidateCounts, SearchResult
+    from kernelbrain.engine.api.budget import Budget, Spent
+    from kernelbrain.engine.api.results import BaselineCase, BudgetReport, CandidateCounts, SearchResult
     from kernelbrain.engine.store import Store, kernel_key
     from kernelbrain.engine.task import find_task
 

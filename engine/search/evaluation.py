@@ -1,0 +1,171 @@
+"""The evaluation primitives the ladder's rungs are built from: accounted worker calls, dry run
+and AOT compile, harness stages, compiles ahead of the GPU, and interleaved timing. The
+estimator and the timer are injected."""
+
+from __future__ import annotations
+
+from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import TimeoutError as FutureTimeout
+from typing import Protocol
+
+from ..evaluate import messages as m
+from ..evaluate.devices import is_gpu
+from ..evaluate.pool import WorkerDied, WorkerPool
+from ..evaluate.verify import run_harness
+from ..task.spec import Task
+from .ledger import Ledger
+from .meter import Meter
+from .node import Node
+from .population import Population
+from .prewarm import Prewarm
+
+PREWARM_WAIT_S = 60.0  # longest the GPU waits for a candidate's ahead-of-time compiles
+TIMING_TIMEOUT_S = 600.0
+
+
+class Estimator(Protocol):
+    """Per-case times (µs) of a dry-run, compiled candidate; None when it cannot say."""
+
+    def estimate(self, spec: m.SpecializeResult | None, facts: dict[int, dict[int, m.CompiledFacts]],
+                 source: str) -> list[float] | None: ...
+
+
+class Timer(Protocol):
+    """Runs one interleaved A/B request on the device; raises `WorkerDied` when the worker dies."""
+
+    def __call__(self, request: m.TimeAB) -> m.TimingResult | m.TimingResults | m.WorkerError: ...
+
+
+class WorkerTimer:
+    """The default timer: the search's GPU worker, `triton.testing.do_bench`-style timing."""
+
+    def __init__(self, pool: WorkerPool, device: str):
+        self.pool, self.device = pool, device
+
+    def __call__(self, request: m.TimeAB):
+        return self.pool.call(self.device, request, TIMING_TIMEOUT_S)
+
+
+class Evaluator:
+    def __init__(self, task: Task, device: str, seed: int, pool: WorkerPool, meter: Meter, ledger: Ledger,
+                 population: Population, estimator: Estimator, timer: Timer, compile_devices: list[str]):
+        self.task, self.device, self.seed, self.pool = task, device, seed, pool
+        self.gpu = is_gpu(device)
+        self.meter, self.ledger, self.pop = meter, ledger, population
+        self.estimator, self.timer = estimator, timer
+        self.compile_devices = compile_devices
+        self.prewarm: Prewarm | None = None
+
+    def call(self, device: str, request, timeout: float):
+        """A worker call, its seconds charged as GPU time when it runs on the GPU."""
+        with self.meter.gpu_clock(is_gpu(device)):
+            return self.pool.call(device, request, timeout)
+
+    def end(self, node: Node, outcome: str, rung: str, reason: str | None = None, message: str = "",
+            passed: bool = False, details=None) -> None:
+        self.ledger.end(node, outcome, rung, score=self.pop.score(node), best=self.pop.best_speedup,
+                        reason=reason, message=message, passed=passed, details=details)
+
+    # -- dry run, compile, estimate ---------------------------------------------------------------
+    def specialize_and_compile(self, node: Node, device: str) -> None:
+        source = node.source if node.id != "original" else None
+        spec = self.call(device, m.Specialize(self.task, source, seed=self.seed), 180.0)
+        if not isinstance(spec, m.SpecializeResult):
+            return
+        node.spec = spec
+        records = [(ci, li, rec) for ci, c in enumerate(spec.cases) for li, rec in enumerate(c.launches)]
+        if not records:
+            return
+        unique: dict[str, int] = {}
+        order = []
+        for _, _, rec in records:
+            k = m.compile_key(rec)
+            if k not in unique:
+                unique[k] = len(order)
+                order.append(rec)
+        result = self.call(device, m.Compile(node.source, self.task.file, order), 600.0)
+        if not isinstance(result, m.CompileResult):
+            return
+        node.compiled |= set(unique)
+        for ci, li, rec in records:
+            node.facts.setdefault(ci, {})[li] = result.facts[unique[m.compile_key(rec)]]
+
+    def compile_all(self, nodes: list[Node]) -> None:
+        """Dry-run and compile every node, in parallel on the compile workers."""
+
+        def one(i: int, node: Node) -> None:
+            try:
+                self.specialize_and_compile(node, self.compile_devices[i % len(self.compile_devices)])
+            except WorkerDied as d:
+                node.outcome = f"compile-died:{d.kind}"
+
+        with ThreadPoolExecutor(max_workers=len(self.compile_devices)) as ex:
+            for f in [ex.submit(one, i, n) for i, n in enumerate(nodes)]:
+                f.result()
+
+    def estimate(self, node: Node) -> list[float] | None:
+        return self.estimator.estimate(node.spec, node.facts, node.source)
+
+    # -- correctness ------------------------------------------------------------------------------
+    def harness(self, source: str | None, stages: list[str], rung: str) -> m.HarnessResult:
+        """Some or all correctness stages (`source` None: the original), GPU seconds accounted."""
+        with self.meter.gpu_clock(self.gpu):
+            result = run_harness(self.pool, self.task, source, self.device, self.seed, stages=stages)
+        self.ledger.harness_seconds(result, rung)
+        return result
+
+    def prewarm_all(self, nodes: list[Node], stages: list[str]) -> dict[str, Future]:
+        """On a GPU: compile what `stages` will JIT for each node, ahead, on the CPU workers."""
+        if not self.gpu or not nodes:
+            return {}
+        if self.prewarm is None:
+            self.prewarm = Prewarm(self.task, self.seed, self.compile_devices, self.call)
+        return {n.id: self.prewarm.start(n.source, stages, n.compiled) for n in nodes}
+
+    def await_prewarm(self, warm: dict[str, Future] | None, node_id: str) -> None:
+        """Wait (at most PREWARM_WAIT_S) for a node's ahead-of-time compiles, if any were started."""
+        if not warm or node_id not in warm:
+            return
+        with self.ledger.timed("prewarm-wait"):
+            try:
+                warm[node_id].result(timeout=PREWARM_WAIT_S)
+            except FutureTimeout:
+                pass
+
+    # -- timing -----------------------------------------------------------------------------------
+    def _timed_call(self, request: m.TimeAB):
+        with self.meter.gpu_clock():
+            return self.timer(request)
+
+    def time_ab(self, node: Node, rep_ms: float, noise: bool) -> m.TimingResult | None:
+        """`node` against the original on every case, rebased on the original's reference times;
+        None (and the node rejected) when the timing fails."""
+        req = m.TimeAB(self.task, node.source, node.id, rep_ms=rep_ms, noise_check=noise, seed=self.seed)
+        try:
+            answer = self._timed_call(req)
+        except WorkerDied as d:
+            self.end(node, "rejected", "timing", d.kind, d.message)
+            return None
+        if isinstance(answer, m.WorkerError):
+            self.end(node, "rejected", "timing", answer.reason, answer.message)
+            return None
+        return self.pop.rebased(answer)
+
+    def time_together(self, nodes: list[Node], rep_ms: float) -> list[m.TimingResult | None]:
+        """Every node against the original in one interleaved A/B (shared baseline runs and noise
+        floor). Should that fail, each alone, so one failing node does not take the others'
+        verdicts with it."""
+        if len(nodes) > 1:
+            req = m.TimeAB(self.task, nodes[0].source, nodes[0].id, rep_ms=rep_ms, noise_check=True,
+                           seed=self.seed, rivals=[n.source for n in nodes[1:]])
+            try:
+                answer = self._timed_call(req)
+            except WorkerDied:
+                answer = None
+            if isinstance(answer, m.TimingResults) and len(answer.results) == len(nodes):
+                return [self.pop.rebased(t) for t in answer.results]
+        return [self.time_ab(n, rep_ms, True) for n in nodes]
+
+    def close(self) -> None:
+        if self.prewarm is not None:
+            self.prewarm.close()

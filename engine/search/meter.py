@@ -1,0 +1,117 @@
+"""The search's budget meter: what was spent, what is left, and which limit ended the search.
+
+The meter owns its arithmetic: the search charges GPU seconds, admits candidates and holds a
+reserve for the end game through its methods, and reads typed stop reasons back.
+"""
+
+from __future__ import annotations
+
+import enum
+import time
+from contextlib import contextmanager
+from dataclasses import dataclass
+
+from ..api.budget import Budget, Spent
+
+
+class StopKind(enum.Enum):
+    WALL = "budget: wall time"
+    GPU = "budget: GPU time"
+    CANDIDATES = "budget: candidates"
+    CANCELLED = "cancelled"
+    STAGNATION = "stagnation"
+    EXHAUSTED = "exhausted"
+    FINISHED = "finished"
+
+
+@dataclass(frozen=True)
+class Stop:
+    """Why a search stopped; `str()` is the `stopped` field of `optimize --json`."""
+
+    kind: StopKind
+    detail: str = ""
+
+    def __str__(self) -> str:
+        return f"{self.kind.value}: {self.detail}" if self.detail else self.kind.value
+
+    @property
+    def cancelled(self) -> bool:
+        return self.kind is StopKind.CANCELLED
+
+    @property
+    def halts_admitted(self) -> bool:
+        """Whether candidates already admitted stop too. The candidate cap only stops new ones:
+        those admitted finish their ladder; running out of time or a cancel stops everything."""
+        return self.kind is not StopKind.CANDIDATES
+
+
+CANCELLED = Stop(StopKind.CANCELLED)
+
+
+class Meter:
+    """Tracks spending against a budget; says which limit ran out."""
+
+    def __init__(self, budget: Budget, clock=time.monotonic):
+        self.budget = budget
+        self.spent = Spent()
+        self._clock = clock
+        self._start = clock()
+        # Wall time held back from the generations for the end game; released when it starts.
+        self._reserve_s = 0.0
+
+    def tick(self) -> Spent:
+        self.spent.wall_s = self._clock() - self._start
+        return self.spent
+
+    def reserve(self, seconds: float) -> None:
+        """Hold `seconds` of the wall budget back from the generations."""
+        self._reserve_s = max(0.0, seconds)
+
+    def release_reserve(self) -> None:
+        self._reserve_s = 0.0
+
+    def charge_gpu(self, seconds: float) -> None:
+        self.spent.gpu_s += max(0.0, seconds)
+
+    @contextmanager
+    def gpu_clock(self, on_gpu: bool = True):
+        """Charge the wall seconds of the block as GPU time (when `on_gpu`)."""
+        t0 = self._clock()
+        try:
+            yield
+        finally:
+            if on_gpu:
+                self.charge_gpu(self._clock() - t0)
+
+    def admit(self, force: bool = False) -> bool:
+        """Count one more candidate, unless the cap is reached (then False, nothing counted);
+        `force` counts it past the cap (the end game's variants)."""
+        if self.out_of_candidates() and not force:
+            return False
+        self.spent.candidates += 1
+        return True
+
+    def exhausted(self) -> Stop | None:
+        self.tick()
+        b, s = self.budget, self.spent
+        if s.wall_s >= b.wall_s - self._reserve_s:
+            return Stop(StopKind.WALL)
+        if b.gpu_s is not None and s.gpu_s >= b.gpu_s:
+            return Stop(StopKind.GPU)
+        if self.out_of_candidates():
+            return Stop(StopKind.CANDIDATES)
+        return None
+
+    def left_s(self) -> float:
+        return max(0.0, self.budget.wall_s - self._reserve_s - self.tick().wall_s)
+
+    def out_of_candidates(self) -> bool:
+        cap = self.budget.max_candidates
+        return cap is not None and self.spent.candidates >= cap
+
+    def fraction(self) -> float:
+        """How much of the budget is spent, by whichever limit is nearest (for progress bars)."""
+        b, s = self.budget, self.tick()
+        return min(1.0, max(s.wall_s / b.wall_s,
+                            (s.candidates / b.max_candidates) if b.max_candidates else 0.0,
+                            (s.gpu_s / b.gpu_s) if b.gpu_s else 0.0))

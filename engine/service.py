@@ -1,0 +1,85 @@
+"""The optimize service: the one composition root of a search, for the CLI and the editor alike.
+
+It resolves the task and the folder its results live in, opens and closes the store, measures
+(or loads) the device's ceilings and builds the cost model's device from them, and runs the
+search with an event stream. Front ends only say what to search and how to show progress, so the
+same request gives the same search whichever front end sent it.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+from .api.budget import DEFAULT_WALL_S, Budget
+from .api.results import SearchEvent, SearchResult
+from .evaluate.devices import is_gpu, resolve_device
+from .evaluate.pool import WorkerPool
+from .search.cost_model import DeviceModel
+from .search.engine import Search, SearchError
+from .store import Store
+from .task import find_task
+from .task.spec import Task
+
+__all__ = ["OptimizeRequest", "SearchError", "device_model", "optimize", "task_root"]
+
+
+@dataclass
+class OptimizeRequest:
+    file: str
+    kernel: str | None = None
+    budget_s: float = DEFAULT_WALL_S
+    max_candidates: int | None = None  # None: no cap
+    device: str = "auto"
+    seed: int = 0
+    mutators: list[str] | None = None  # None: every offline mutator
+    compile_workers: int | None = None  # None: one a core, at most four
+    extra: dict = field(default_factory=dict)  # further `Search` keywords (bench scripts: exhaustive)
+
+
+def task_root(task: Task) -> Path:
+    """Where a task's results live: the folder of its harness config, else the kernel's own."""
+    return Path(task.config).parent if task.config else Path(task.file).parent
+
+
+def device_model(pool: WorkerPool, device: str, store: Store) -> DeviceModel:
+    """The cost model's device: on a GPU with its measured ceilings (measured once per device,
+    then cached), else the defaults."""
+    if not is_gpu(device):
+        return DeviceModel()
+    from .evaluate.ceilings import CeilingCache
+
+    ce = CeilingCache().get_or_measure(pool, device)
+    if ce is None:
+        return DeviceModel()
+    store.save_ceilings(ce.device_name, ce.copy_gbps, ce.bf16_tflops, ce.measured_at)
+    return DeviceModel(bandwidth_gbps=ce.copy_gbps, bf16_tflops=ce.bf16_tflops)
+
+
+def optimize(request: OptimizeRequest, *, on_event: Callable[[SearchEvent], None] | None = None,
+             cancel: threading.Event | None = None, pool: WorkerPool | None = None,
+             on_notice: Callable[[str], None] | None = None, task: Task | None = None) -> SearchResult:
+    """Run one search. Raises `TaskError` (no or a broken harness), `ValueError` (an unknown
+    device) or `SearchError` (the original fails its harness). `pool`: the caller's, so that it
+    can kill the workers on cancel; else one of its own, closed at the end. `on_notice`: store
+    notices (a corrupt database moved aside)."""
+    task = task or find_task(request.file, request.kernel)
+    device = resolve_device(request.device)
+    store = Store(task_root(task))
+    own_pool = pool is None
+    pool = pool or WorkerPool()
+    try:
+        if store.notice is not None and on_notice is not None:
+            on_notice(store.notice.message)
+        budget = Budget(wall_s=request.budget_s, max_candidates=request.max_candidates)
+        search = Search(task, device=device, budget=budget, store=store, pool=pool, seed=request.seed,
+                        mutators=request.mutators, on_event=on_event, cancel=cancel,
+                        compile_workers=request.compile_workers, device_model=device_model(pool, device, store),
+                        **request.extra)
+        return search.run()
+    finally:
+        if own_pool:
+            pool.close()
+        store.close()
