@@ -86,4 +86,3 @@ def register(server) -> None:
                 return types.Hover(contents=types.MarkupContent(kind=types.MarkupKind.Markdown, value=text),
                                    range=pos.range(hit))
         return None
-from kernelbrain.engine.search.engine import Search  # noqa
