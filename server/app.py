@@ -24,6 +24,7 @@ from kernelbrain.engine.index.builder import source_hash
 from kernelbrain.engine.task.discover import harness_config
 
 from .debounce import Debouncer
+from .dispatch import AnsweringProtocol, expect, guarded
 from .engine_bridge import EngineBridge, EngineUnavailable
 from .results import ResultRegistry
 from .settings import Settings, parse_settings
@@ -38,7 +39,8 @@ MAX_SCANNED_FILES = 5000
 
 class KernelBrainServer(LanguageServer):
     def __init__(self) -> None:
-        super().__init__("kernelbrain", VERSION, text_document_sync_kind=types.TextDocumentSyncKind.Incremental)
+        super().__init__("kernelbrain", VERSION, protocol_cls=AnsweringProtocol,
+                         text_document_sync_kind=types.TextDocumentSyncKind.Incremental)
         self.files = WorkspaceIndex()
         self.debouncer = Debouncer()
         self.settings = Settings()
@@ -54,6 +56,15 @@ class KernelBrainServer(LanguageServer):
         self._profile_cache: dict[tuple[str, str], dict | None] = {}
         self.jobs: dict[str, RunningJob] = {}
         self.token_jobs: dict[str, str] = {}
+
+    # -- one dispatch path: every handler registered here is guarded (dispatch.py) ------------
+    def feature(self, feature_name: str, options=None):
+        register = super().feature(feature_name, options)
+        return lambda fn: register(guarded(fn, feature_name))
+
+    def command(self, command_name: str):
+        register = super().command(command_name)
+        return lambda fn: register(guarded(fn, command_name))
 
     # -- messages --------------------------------------------------------------------------
     def tell_once(self, key: str, message: str, kind: types.MessageType = types.MessageType.Info) -> None:
@@ -282,8 +293,12 @@ class KernelBrainServer(LanguageServer):
     async def shutdown_engine(self) -> None:
         await self.engine.stop()
 
-    def find_offer(self, uri: str | None, kernel: str | None, variant_id: str | None):
-        """(path, current text, offer) for a variant of a kernel in a document; offer None if gone."""
+    def find_offer(self, uri, kernel, variant_id):
+        """(path, current text, offer) for a variant of a kernel in a document; offer None if gone.
+        Arguments come from clients: each must be a string."""
+        expect(uri, str, "uri")
+        expect(kernel, str, "kernel")
+        expect(variant_id, str, "variant id")
         path = to_fs_path(uri) if uri else None
         current = self.current_text(uri) if uri else None
         if not path or current is None:

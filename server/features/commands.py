@@ -15,6 +15,7 @@ from kernelbrain.engine.task import TaskError, find_task
 from kernelbrain.engine.task.scaffold import plan
 
 from ..shared import RunningJob
+from ..dispatch import expect
 from ..engine_bridge import EngineUnavailable
 from .code_lens import OPTIMIZE_COMMAND
 
@@ -46,6 +47,8 @@ def register(server) -> None:
     async def optimize(ls, *args):
         """Start a search for a kernel in the engine agent, with work-done progress and cancel."""
         uri, kernel = (list(args) + [None, None])[:2]
+        expect(uri, str, "kernelbrain.optimize's uri")
+        expect(kernel, str, "kernelbrain.optimize's kernel")
         path = to_fs_path(uri) if uri else None
         if not path or not kernel:
             return {"started": False, "message": "kernelbrain.optimize takes [uri, kernel]"}
@@ -91,7 +94,7 @@ def register(server) -> None:
     @server.command(CANCEL_COMMAND)
     async def cancel(ls, *args):
         job_id = args[0] if args else None
-        return await cancel_job(ls, job_id)
+        return await cancel_job(ls, expect(job_id, str, "kernelbrain.cancel's job id"))
 
     @server.feature(types.WINDOW_WORK_DONE_PROGRESS_CANCEL)
     async def progress_cancel(ls, params: types.WorkDoneProgressCancelParams):
@@ -128,7 +131,9 @@ def register(server) -> None:
     async def init_harness(ls, *args):
         """Scaffold a harness (config entry and stubs) as one workspace edit the user can undo."""
         uri, kernel = (list(args) + [None, None])[:2]
-        path = to_fs_path(uri) if uri else None
+        expect(uri, str, "kernelbrain.initHarness's uri")
+        expect(kernel, str, "kernelbrain.initHarness's kernel")
+        path = to_fs_path(uri)
         try:
             sc = plan(path, kernel)
         except (TaskError, TypeError) as exc:
