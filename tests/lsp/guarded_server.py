@@ -5,6 +5,7 @@ did would fail and the attempt would be written to the record file named by argv
 """
 
 import importlib.abc
+import os
 import sys
 
 RECORD = sys.argv[1]
@@ -21,6 +22,10 @@ class _Forbid(importlib.abc.MetaPathFinder):
 
 
 sys.meta_path.insert(0, _Forbid())
+
+if os.environ.get("KB_SERVER_STDERR"):  # the server's log, for tests that read it
+    log = open(os.environ["KB_SERVER_STDERR"], "a", encoding="utf-8")
+    os.dup2(log.fileno(), 2)
 
 from kernelbrain.server.app import serve  # noqa: E402
 

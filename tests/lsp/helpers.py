@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import os
 import sys
 import time
 from pathlib import Path
@@ -29,8 +30,9 @@ def _fix_code_action_union(client: LanguageClient) -> None:
 
 
 async def start_client(workspace: Path, record: Path, init_options: dict | None = None,
-                       configuration: dict | None = None) -> LanguageClient:
-    config = ClientServerConfig(server_command=[sys.executable, str(GUARD), str(record)])
+                       configuration: dict | None = None, server_log: Path | None = None) -> LanguageClient:
+    env = dict(os.environ, KB_SERVER_STDERR=str(server_log)) if server_log else None
+    config = ClientServerConfig(server_command=[sys.executable, str(GUARD), str(record)], server_env=env)
     client = await config.start()
     _fix_code_action_union(client)
     for section, item in (configuration or {}).items():
