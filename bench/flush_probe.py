@@ -24,6 +24,7 @@ import triton
 sys.path.insert(0, "bench")
 sys.path.insert(0, "examples")
 import structure_probe as sp  # noqa: E402
+
 from kernelbrain.engine.evaluate.timing import l2_flush  # noqa: E402
 
 
@@ -63,15 +64,24 @@ def workloads():
         w[f"triton read {mb} MB"] = (lambda x=x: read(x), x.numel() * 2)
         if mb == 256:
             w[f"torch.sum {mb} MB"] = (lambda x=x: x.sum(dtype=torch.float32), x.numel() * 2)
-    (xc,), = sp.col_sum_mod.col_sum_inputs("cuda")[:1]
+    ((xc,),) = sp.col_sum_mod.col_sum_inputs("cuda")[:1]
     cs = sp.col_sum_strip_launch(1024, 32, 256, 8, 3)
-    w["col_sum 16384x4096 (strip 1024 of 32x256 w8)"] = (lambda: cs(xc), xc.numel() * 2 + xc.shape[1] * 4)
+    w["col_sum 16384x4096 (strip 1024 of 32x256 w8)"] = (
+        lambda: cs(xc),
+        xc.numel() * 2 + xc.shape[1] * 4,
+    )
     logits, target = sp.ce_mod.cross_entropy_inputs("cuda")[0]
     ce = sp.ce_launch(sp.ce_online_scalar, 4096, 4, 1, "no check")
     ce_chk = sp.ce_launch(sp.ce_online_scalar, 4096, 4, 1, "assert max/min (search best)")
     ce_bytes = logits.numel() * 2 + target.numel() * target.element_size() + logits.shape[0] * 4
-    w["cross_entropy 4096x32768 (online 4096 w4, no check)"] = (lambda: ce(logits, target), ce_bytes)
-    w["cross_entropy 4096x32768 (online 4096 w4, assert)"] = (lambda: ce_chk(logits, target), ce_bytes)
+    w["cross_entropy 4096x32768 (online 4096 w4, no check)"] = (
+        lambda: ce(logits, target),
+        ce_bytes,
+    )
+    w["cross_entropy 4096x32768 (online 4096 w4, assert)"] = (
+        lambda: ce_chk(logits, target),
+        ce_bytes,
+    )
     return w
 
 
@@ -79,8 +89,12 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", default=None)
     opts = ap.parse_args()
-    record = {"gpu": torch.cuda.get_device_name(), "torch": torch.__version__, "triton": triton.__version__,
-              "rows": []}
+    record = {
+        "gpu": torch.cuda.get_device_name(),
+        "torch": torch.__version__,
+        "triton": triton.__version__,
+        "rows": [],
+    }
     fl = flushes()
     for name, (fn, nbytes) in workloads().items():
         row = {"workload": name, "bytes": nbytes}
@@ -88,8 +102,11 @@ def main():
             ms = time_ms(fn, flush)
             row[mode] = {"us": round(ms * 1e3, 2), "gbps": round(nbytes / ms / 1e6, 1)}
         record["rows"].append(row)
-        print(f"{name:55s} " + "  ".join(f"{m} {row[m]['us']:8.1f} us {row[m]['gbps']:7.0f} GB/s" for m in fl),
-              flush=True)
+        print(
+            f"{name:55s} "
+            + "  ".join(f"{m} {row[m]['us']:8.1f} us {row[m]['gbps']:7.0f} GB/s" for m in fl),
+            flush=True,
+        )
     if opts.out:
         with open(opts.out, "w") as f:
             json.dump(record, f, indent=1)

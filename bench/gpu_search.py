@@ -27,12 +27,12 @@ import msgspec
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from kernelbrain.engine.api.budget import Budget  # noqa: E402
 from kernelbrain.engine.evaluate.ceilings import CeilingCache  # noqa: E402
 from kernelbrain.engine.evaluate.pool import WorkerPool  # noqa: E402
 from kernelbrain.engine.evaluate.stats import spearman  # noqa: E402
-from kernelbrain.engine.api.budget import Budget  # noqa: E402
-from kernelbrain.engine.search.engine import Search  # noqa: E402
 from kernelbrain.engine.search.cost_model import DeviceModel  # noqa: E402
+from kernelbrain.engine.search.engine import Search  # noqa: E402
 from kernelbrain.engine.store import Store  # noqa: E402
 from kernelbrain.engine.task import find_task  # noqa: E402
 
@@ -41,7 +41,9 @@ OPS = ["gelu", "softmax", "rmsnorm", "col_sum", "cross_entropy", "matmul"]
 
 def workspace() -> Path:
     ws = Path(tempfile.mkdtemp(prefix="kb-gpu-")) / "ws"
-    shutil.copytree(ROOT / "examples", ws, ignore=shutil.ignore_patterns(".kernelbrain", "__pycache__"))
+    shutil.copytree(
+        ROOT / "examples", ws, ignore=shutil.ignore_patterns(".kernelbrain", "__pycache__")
+    )
     return ws
 
 
@@ -105,39 +107,83 @@ def time_alone(op: str, source: str, entry: str, rep_ms: float = 200.0) -> list[
     return out
 
 
-def summarize(op: str, result, ceilings, torch_times: dict, quick: list[dict], alone_us: list[float]) -> dict:
+def summarize(
+    op: str, result, ceilings, torch_times: dict, quick: list[dict], alone_us: list[float]
+) -> dict:
     best = next((v for v in result.variants if v.id == result.best), None)
-    row = {"op": op, "best": result.best, "time_to_best_s": result.time_to_best_s, "stopped": result.stopped,
-           "spent": msgspec.to_builtins(result.budget.spent), "candidates": msgspec.to_builtins(result.candidates),
-           "baseline_us": [b.time_us for b in result.baseline], "torch": torch_times, "cases": [],
-           "rung_seconds": result.rung_seconds, "stage_seconds": result.stage_seconds, "notes": result.notes,
-           "trajectory": [[round(p.t, 1), p.origin, p.outcome, p.speedup] for p in result.trajectory]}
+    row = {
+        "op": op,
+        "best": result.best,
+        "time_to_best_s": result.time_to_best_s,
+        "stopped": result.stopped,
+        "spent": msgspec.to_builtins(result.budget.spent),
+        "candidates": msgspec.to_builtins(result.candidates),
+        "baseline_us": [b.time_us for b in result.baseline],
+        "torch": torch_times,
+        "cases": [],
+        "rung_seconds": result.rung_seconds,
+        "stage_seconds": result.stage_seconds,
+        "notes": result.notes,
+        "trajectory": [[round(p.t, 1), p.origin, p.outcome, p.speedup] for p in result.trajectory],
+    }
     for i, base in enumerate(result.baseline):
         us = best.per_case[i].value_us if best and i < len(best.per_case) else base.time_us
         nbytes = result.case_bytes[i] if i < len(result.case_bytes) else 0
         flops = result.case_flops[i] if i < len(result.case_flops) else None
         alone = alone_us[i] if i < len(alone_us) else us
-        case = {"label": base.label, "baseline_us": base.time_us, "best_us": us, "alone_us": alone,
-                "gbps": nbytes / alone / 1e3, "frac_copy": nbytes / alone / 1e3 / ceilings.copy_gbps,
-                "ab_frac_copy": nbytes / us / 1e3 / ceilings.copy_gbps,
-                "compile_us": torch_times["compile_us"][i], "vs_compile": torch_times["compile_us"][i] / alone}
+        case = {
+            "label": base.label,
+            "baseline_us": base.time_us,
+            "best_us": us,
+            "alone_us": alone,
+            "gbps": nbytes / alone / 1e3,
+            "frac_copy": nbytes / alone / 1e3 / ceilings.copy_gbps,
+            "ab_frac_copy": nbytes / us / 1e3 / ceilings.copy_gbps,
+            "compile_us": torch_times["compile_us"][i],
+            "vs_compile": torch_times["compile_us"][i] / alone,
+        }
         if flops:
             case["tflops"] = flops / alone / 1e6
-            case["frac_cublas"] = torch_times["cublas_us"][i] / alone if "cublas_us" in torch_times else None
-            case["ab_frac_cublas"] = torch_times["cublas_us"][i] / us if "cublas_us" in torch_times else None
+            case["frac_cublas"] = (
+                torch_times["cublas_us"][i] / alone if "cublas_us" in torch_times else None
+            )
+            case["ab_frac_cublas"] = (
+                torch_times["cublas_us"][i] / us if "cublas_us" in torch_times else None
+            )
         row["cases"].append(case)
-    pairs = [(v.estimated_speedup, v.speedup) for v in result.variants if v.measured and v.estimated_speedup]
-    row["variants"] = [{"id": v.id, "origin": v.origin, "measured": v.speedup, "estimated": v.estimated_speedup,
-                        "per_case": [c.speedup for c in v.per_case],
-                        # the source, so the cost model can be re-estimated against these measurements offline
-                        "source": v.source} for v in result.variants]
-    row["spearman"] = spearman([p[0] for p in pairs], [p[1] for p in pairs]) if len(pairs) >= 3 else None
+    pairs = [
+        (v.estimated_speedup, v.speedup)
+        for v in result.variants
+        if v.measured and v.estimated_speedup
+    ]
+    row["variants"] = [
+        {
+            "id": v.id,
+            "origin": v.origin,
+            "measured": v.speedup,
+            "estimated": v.estimated_speedup,
+            "per_case": [c.speedup for c in v.per_case],
+            # the source, so the cost model can be re-estimated against these measurements offline
+            "source": v.source,
+        }
+        for v in result.variants
+    ]
+    row["spearman"] = (
+        spearman([p[0] for p in pairs], [p[1] for p in pairs]) if len(pairs) >= 3 else None
+    )
     row["n_rank_pairs"] = len(pairs)
     row["quick_candidates"] = quick
-    row["quick_spearman"] = (spearman([q["estimated"] for q in quick], [q["quick"] for q in quick])
-                             if len(quick) >= 3 else None)
+    row["quick_spearman"] = (
+        spearman([q["estimated"] for q in quick], [q["quick"] for q in quick])
+        if len(quick) >= 3
+        else None
+    )
     if best:
-        row["best_origin"], row["best_speedup"], row["best_diff"] = best.origin, best.speedup, best.diff
+        row["best_origin"], row["best_speedup"], row["best_diff"] = (
+            best.origin,
+            best.speedup,
+            best.diff,
+        )
     return row
 
 
@@ -147,26 +193,50 @@ UNVERIFIED = ("ranked-out", "below-lead")  # pruned or kept as stepping stones: 
 def search(op: str, budget_s: float, pool, dev, **kw):
     ws = workspace()
     task = find_task(ws / "ops" / f"{op}.py", f"{op}_kernel")
-    s = Search(task, device="cuda:0", budget=Budget(wall_s=budget_s, max_candidates=kw.pop("max_candidates")),
-               store=Store(ws), pool=pool, device_model=dev, **kw)
+    s = Search(
+        task,
+        device="cuda:0",
+        budget=Budget(wall_s=budget_s, max_candidates=kw.pop("max_candidates")),
+        store=Store(ws),
+        pool=pool,
+        device_model=dev,
+        **kw,
+    )
     result = s.run()
     # Why candidates were rejected, from the store: run N's six failed col_sum re-tilings had to be
     # reconstructed on the development machine, since its record kept only their outcome.
-    result.notes.extend(f"rejected {cid} at {rung}: {o['reason']}: {(o['message'] or '')[:400]}"
-                        for cid, rungs in s.store.outcomes(s.key, s.device).items() for rung, o in rungs.items()
-                        if not o["passed"] and o["reason"] not in UNVERIFIED)
+    result.notes.extend(
+        f"rejected {cid} at {rung}: {o['reason']}: {(o['message'] or '')[:400]}"
+        for cid, rungs in s.store.outcomes(s.key, s.device).items()
+        for rung, o in rungs.items()
+        if not o["passed"] and o["reason"] not in UNVERIFIED
+    )
     # Every candidate timed on the GPU at the quick rung, next to its estimate: a wider and larger
     # sample of the cost model than the few verified survivors (run S's rmsnorm: seven variants
     # within 1.07-1.19x, where rank order is noise).
     # Per case too: a quick rung's geomean hid which case a softmax re-tiling lost on (run Z).
-    quick = [{"id": n.id, "origin": n.origin, "estimated": est, "quick": n.quick,
-              "per_case": [c.speedup for c in n.quick_timing.cases], "source": n.source}
-             for n in s.population.nodes.values()
-             if n.parent is not None and n.quick is not None and (est := s.population.estimated_speedup(n))]
+    quick = [
+        {
+            "id": n.id,
+            "origin": n.origin,
+            "estimated": est,
+            "quick": n.quick,
+            "per_case": [c.speedup for c in n.quick_timing.cases],
+            "source": n.source,
+        }
+        for n in s.population.nodes.values()
+        if n.parent is not None
+        and n.quick is not None
+        and (est := s.population.estimated_speedup(n))
+    ]
     return result, quick, task.entry
 
 
-COMMON_RUNGS = ("baseline", "baseline-timing", "final")  # paid alike by the ladder and full fidelity
+COMMON_RUNGS = (
+    "baseline",
+    "baseline-timing",
+    "final",
+)  # paid alike by the ladder and full fidelity
 
 
 def candidates_gpu_s(result) -> float:
@@ -188,28 +258,44 @@ def main() -> int:
     ap.add_argument("--ops", default=",".join(OPS))
     ap.add_argument("--ladder-vs-full", default="")
     ap.add_argument("--full-candidates", type=int, default=16)
-    ap.add_argument("--max-candidates", type=int, default=None,
-                    help="cap on compiled candidates; none by default, as `kernelbrain optimize` (the budget ends it)")
-    ap.add_argument("--compile-workers", type=int, default=None, help="AOT compile workers per search")
+    ap.add_argument(
+        "--max-candidates",
+        type=int,
+        default=None,
+        help="cap on compiled candidates; none by default, as `kernelbrain optimize` (the budget ends it)",
+    )
+    ap.add_argument(
+        "--compile-workers", type=int, default=None, help="AOT compile workers per search"
+    )
     args = ap.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     rows = []
     with WorkerPool() as pool:
         ce = CeilingCache().get_or_measure(pool, "cuda:0")
         dev = DeviceModel(bandwidth_gbps=ce.copy_gbps, bf16_tflops=ce.bf16_tflops)
-        print(f"ceilings: copy {ce.copy_gbps:.0f} GB/s, bf16 {ce.bf16_tflops:.0f} TFLOP/s", flush=True)
+        print(
+            f"ceilings: copy {ce.copy_gbps:.0f} GB/s, bf16 {ce.bf16_tflops:.0f} TFLOP/s", flush=True
+        )
         for op in [o for o in args.ops.split(",") if o]:
             t0 = time.time()
             try:
-                result, quick, entry = search(op, args.budget, pool, dev, max_candidates=args.max_candidates,
-                                              compile_workers=args.compile_workers)
+                result, quick, entry = search(
+                    op,
+                    args.budget,
+                    pool,
+                    dev,
+                    max_candidates=args.max_candidates,
+                    compile_workers=args.compile_workers,
+                )
                 torch_times = torch_baselines(op)
                 best = next((v for v in result.variants if v.id == result.best), None)
                 try:
                     alone = time_alone(op, best.source, entry) if best else []
                 except Exception:  # the search's record matters more than this extra figure
                     alone = []
-                    result.notes.append("timing the best alone failed: " + traceback.format_exc()[-1500:])
+                    result.notes.append(
+                        "timing the best alone failed: " + traceback.format_exc()[-1500:]
+                    )
                 row = summarize(op, result, ce, torch_times, quick, alone)
             except Exception:
                 row = {"op": op, "error": traceback.format_exc()[-3000:]}
@@ -217,51 +303,95 @@ def main() -> int:
             rows.append(row)
             (args.out / "search.json").write_text(json.dumps(rows, indent=1))
             if "cases" in row:
-                print(f"== {op}: best {row.get('best_speedup', 1):.3f}x ({row.get('best_origin', '-')}) "
-                      f"time-to-best {row['time_to_best_s']}s, gpu {row['spent']['gpu_s']:.0f}s, "
-                      f"stopped {row['stopped']}, spearman {row['spearman']} (n={row['n_rank_pairs']}), quick-rung "
-                      f"spearman {row['quick_spearman']} (n={len(row['quick_candidates'])}) "
-                      f"[{time.time() - t0:.0f}s]", flush=True)
+                print(
+                    f"== {op}: best {row.get('best_speedup', 1):.3f}x ({row.get('best_origin', '-')}) "
+                    f"time-to-best {row['time_to_best_s']}s, gpu {row['spent']['gpu_s']:.0f}s, "
+                    f"stopped {row['stopped']}, spearman {row['spearman']} (n={row['n_rank_pairs']}), quick-rung "
+                    f"spearman {row['quick_spearman']} (n={len(row['quick_candidates'])}) "
+                    f"[{time.time() - t0:.0f}s]",
+                    flush=True,
+                )
                 for c in row["cases"]:
-                    extra = f" {c['tflops']:.0f} TFLOP/s, {c['frac_cublas']:.2f}x cuBLAS" if c.get("tflops") else ""
-                    print(f"   {c['label']:42s} {c['baseline_us']:9.1f} -> {c['best_us']:9.1f} us (A/B), "
-                          f"{c['alone_us']:.1f} us alone: {c['gbps']:6.0f} GB/s = {c['frac_copy']:.1%} of copy "
-                          f"(A/B {c['ab_frac_copy']:.1%}); torch.compile {c['compile_us']:.1f} us "
-                          f"({c['vs_compile']:.2f}x){extra}", flush=True)
+                    extra = (
+                        f" {c['tflops']:.0f} TFLOP/s, {c['frac_cublas']:.2f}x cuBLAS"
+                        if c.get("tflops")
+                        else ""
+                    )
+                    print(
+                        f"   {c['label']:42s} {c['baseline_us']:9.1f} -> {c['best_us']:9.1f} us (A/B), "
+                        f"{c['alone_us']:.1f} us alone: {c['gbps']:6.0f} GB/s = {c['frac_copy']:.1%} of copy "
+                        f"(A/B {c['ab_frac_copy']:.1%}); torch.compile {c['compile_us']:.1f} us "
+                        f"({c['vs_compile']:.2f}x){extra}",
+                        flush=True,
+                    )
         for op in [o for o in args.ladder_vs_full.split(",") if o]:
             # Each mode gets fresh workers over an empty Triton cache: otherwise the second search
             # would load the first one's cubins for every candidate they share.
             with fresh_cache_pool("ladder") as p:
-                ladder, _, _ = search(op, 600, p, dev, max_candidates=args.full_candidates,
-                                   compile_workers=args.compile_workers)
+                ladder, _, _ = search(
+                    op,
+                    600,
+                    p,
+                    dev,
+                    max_candidates=args.full_candidates,
+                    compile_workers=args.compile_workers,
+                )
             with fresh_cache_pool("full") as p:
-                full, _, _ = search(op, 600, p, dev, max_candidates=args.full_candidates, exhaustive=True,
-                                 compile_workers=args.compile_workers)
-            rec = {"op": op, "ladder_gpu_s": ladder.budget.spent.gpu_s, "full_gpu_s": full.budget.spent.gpu_s,
-                   # what both modes pay alike (the original's harness and timing, the final A/B) left out
-                   "ladder_candidates_gpu_s": candidates_gpu_s(ladder), "full_candidates_gpu_s": candidates_gpu_s(full),
-                   "ladder_gpu_s_to_best": ladder.gpu_s_to_best, "full_gpu_s_to_best": full.gpu_s_to_best,
-                   "ladder_rung_seconds": ladder.rung_seconds, "full_rung_seconds": full.rung_seconds,
-                   "ladder_stage_seconds": ladder.stage_seconds, "full_stage_seconds": full.stage_seconds,
-                   "ladder_best": ladder.best, "full_best": full.best,
-                   "ladder_best_speedup": next((v.speedup for v in ladder.variants if v.id == ladder.best), None),
-                   "full_best_speedup": next((v.speedup for v in full.variants if v.id == full.best), None),
-                   "ladder_best_origin": next((v.origin for v in ladder.variants if v.id == ladder.best), None),
-                   "full_best_origin": next((v.origin for v in full.variants if v.id == full.best), None),
-                   # per mode, every verified variant: is the other mode's best among them, and where?
-                   "ladder_variants": {v.id: round(v.speedup, 4) for v in ladder.variants},
-                   "full_variants": {v.id: round(v.speedup, 4) for v in full.variants},
-                   "ladder_counts": msgspec.to_builtins(ladder.candidates), "full_counts": msgspec.to_builtins(full.candidates),
-                   # where the ladder left each candidate (full fidelity's best among them): rung and score
-                   "ladder_outcomes": {p.candidate: [p.outcome, p.speedup] for p in ladder.trajectory}}
+                full, _, _ = search(
+                    op,
+                    600,
+                    p,
+                    dev,
+                    max_candidates=args.full_candidates,
+                    exhaustive=True,
+                    compile_workers=args.compile_workers,
+                )
+            rec = {
+                "op": op,
+                "ladder_gpu_s": ladder.budget.spent.gpu_s,
+                "full_gpu_s": full.budget.spent.gpu_s,
+                # what both modes pay alike (the original's harness and timing, the final A/B) left out
+                "ladder_candidates_gpu_s": candidates_gpu_s(ladder),
+                "full_candidates_gpu_s": candidates_gpu_s(full),
+                "ladder_gpu_s_to_best": ladder.gpu_s_to_best,
+                "full_gpu_s_to_best": full.gpu_s_to_best,
+                "ladder_rung_seconds": ladder.rung_seconds,
+                "full_rung_seconds": full.rung_seconds,
+                "ladder_stage_seconds": ladder.stage_seconds,
+                "full_stage_seconds": full.stage_seconds,
+                "ladder_best": ladder.best,
+                "full_best": full.best,
+                "ladder_best_speedup": next(
+                    (v.speedup for v in ladder.variants if v.id == ladder.best), None
+                ),
+                "full_best_speedup": next(
+                    (v.speedup for v in full.variants if v.id == full.best), None
+                ),
+                "ladder_best_origin": next(
+                    (v.origin for v in ladder.variants if v.id == ladder.best), None
+                ),
+                "full_best_origin": next(
+                    (v.origin for v in full.variants if v.id == full.best), None
+                ),
+                # per mode, every verified variant: is the other mode's best among them, and where?
+                "ladder_variants": {v.id: round(v.speedup, 4) for v in ladder.variants},
+                "full_variants": {v.id: round(v.speedup, 4) for v in full.variants},
+                "ladder_counts": msgspec.to_builtins(ladder.candidates),
+                "full_counts": msgspec.to_builtins(full.candidates),
+                # where the ladder left each candidate (full fidelity's best among them): rung and score
+                "ladder_outcomes": {p.candidate: [p.outcome, p.speedup] for p in ladder.trajectory},
+            }
             rows.append({"ladder_vs_full": rec})
             (args.out / "search.json").write_text(json.dumps(rows, indent=1))
-            print(f"== ladder vs full on {op}: GPU {rec['ladder_gpu_s']:.0f}s vs {rec['full_gpu_s']:.0f}s "
-                  f"({1 - rec['ladder_gpu_s'] / max(rec['full_gpu_s'], 1e-9):.0%} less; candidates only "
-                  f"{rec['ladder_candidates_gpu_s']:.0f}s vs {rec['full_candidates_gpu_s']:.0f}s, "
-                  f"{1 - rec['ladder_candidates_gpu_s'] / max(rec['full_candidates_gpu_s'], 1e-9):.0%} less), until the best "
-                  f"{rec['ladder_gpu_s_to_best']}s vs {rec['full_gpu_s_to_best']}s; best {rec['ladder_best']} "
-                  f"{rec['ladder_best_speedup']} vs {rec['full_best']} {rec['full_best_speedup']}", flush=True)
+            print(
+                f"== ladder vs full on {op}: GPU {rec['ladder_gpu_s']:.0f}s vs {rec['full_gpu_s']:.0f}s "
+                f"({1 - rec['ladder_gpu_s'] / max(rec['full_gpu_s'], 1e-9):.0%} less; candidates only "
+                f"{rec['ladder_candidates_gpu_s']:.0f}s vs {rec['full_candidates_gpu_s']:.0f}s, "
+                f"{1 - rec['ladder_candidates_gpu_s'] / max(rec['full_candidates_gpu_s'], 1e-9):.0%} less), until the best "
+                f"{rec['ladder_gpu_s_to_best']}s vs {rec['full_gpu_s_to_best']}s; best {rec['ladder_best']} "
+                f"{rec['ladder_best_speedup']} vs {rec['full_best']} {rec['full_best_speedup']}",
+                flush=True,
+            )
     return 0
 
 

@@ -31,8 +31,12 @@ def main() -> int:
         y.copy_(x)
 
     rate = timing._spin_cycles_per_ms()
-    out = {"cycles_per_ms (max SM clock)": rate, "host_ms": [timing._host_ms(launch), timing._host_ms(busy)],
-           "flush_ms": timing._flush_ms(flush), "rows": []}
+    out = {
+        "cycles_per_ms (max SM clock)": rate,
+        "host_ms": [timing._host_ms(launch), timing._host_ms(busy)],
+        "flush_ms": timing._flush_ms(flush),
+        "rows": [],
+    }
     for spin_ms in (0.0, 0.25, 0.5, 1.0, 2.0):
         cycles = int(spin_ms * rate)
         times = {0: [], 1: []}
@@ -52,8 +56,15 @@ def main() -> int:
         torch.cuda.synchronize()
         med = {g: stats.median([s.elapsed_time(e) for _, s, e in v]) for g, v in times.items()}
         held = stats.median([a.elapsed_time(s) for a, s, _ in times[0]])  # spin + flush, as run
-        out["rows"].append({"spin_ms": spin_ms, "plain_ms": med[0], "busy_ms": med[1], "ratio": med[1] / med[0],
-                            "spin_plus_flush_ms": held})
+        out["rows"].append(
+            {
+                "spin_ms": spin_ms,
+                "plain_ms": med[0],
+                "busy_ms": med[1],
+                "ratio": med[1] / med[0],
+                "spin_plus_flush_ms": held,
+            }
+        )
         print(out["rows"][-1], flush=True)
     (plain, busyt), graphed = timing.measure([launch, busy], 100.0)
     out["measure_ratio"] = stats.median(busyt[0]) / stats.median(plain[0])

@@ -76,12 +76,20 @@ def reference_{i}(x, weight, eps=1e-6):
 
 
 def generate(n_kernels: int = 20, target_lines: int = 2000) -> str:
-    parts = ['"""Generated benchmark module: many kernels in one file."""', "", "import torch", "import triton",
-             "import triton.language as tl"]
+    parts = [
+        '"""Generated benchmark module: many kernels in one file."""',
+        "",
+        "import torch",
+        "import triton",
+        "import triton.language as tl",
+    ]
     parts += [KERNEL_TEMPLATE.format(i=i) for i in range(n_kernels)]
     text = "\n".join(parts)
     lines = text.count("\n") + 1
-    filler = [f"HELPER_CONSTANT_{i} = {i}  # padding to a realistic module size" for i in range(max(target_lines - lines, 0))]
+    filler = [
+        f"HELPER_CONSTANT_{i} = {i}  # padding to a realistic module size"
+        for i in range(max(target_lines - lines, 0))
+    ]
     return text + "\n" + "\n".join(filler) + "\n"
 
 
@@ -118,13 +126,22 @@ async def run(requests: int) -> dict:
 
     await client.start_io(sys.executable, "-m", "kernelbrain.server")
     pid = client._server.pid  # type: ignore[attr-defined]
-    await client.initialize_async(types.InitializeParams(
-        capabilities=types.ClientCapabilities(), root_uri=work.as_uri(),
-        workspace_folders=[types.WorkspaceFolder(uri=work.as_uri(), name="bench")]))
+    await client.initialize_async(
+        types.InitializeParams(
+            capabilities=types.ClientCapabilities(),
+            root_uri=work.as_uri(),
+            workspace_folders=[types.WorkspaceFolder(uri=work.as_uri(), name="bench")],
+        )
+    )
     client.initialized(types.InitializedParams())
     t0 = time.perf_counter()
-    client.text_document_did_open(types.DidOpenTextDocumentParams(
-        text_document=types.TextDocumentItem(uri=uri, language_id="python", version=1, text=source)))
+    client.text_document_did_open(
+        types.DidOpenTextDocumentParams(
+            text_document=types.TextDocumentItem(
+                uri=uri, language_id="python", version=1, text=source
+            )
+        )
+    )
     await asyncio.wait_for(got.wait(), 30)
     first_diagnostics_ms = (time.perf_counter() - t0) * 1000
     rss_after_open = rss_mb(pid)
@@ -134,24 +151,35 @@ async def run(requests: int) -> dict:
     lens_count = action_count = 0
     for i in range(requests):
         t = time.perf_counter()
-        lenses = await client.text_document_code_lens_async(types.CodeLensParams(text_document=ident))
+        lenses = await client.text_document_code_lens_async(
+            types.CodeLensParams(text_document=ident)
+        )
         lens_ms.append((time.perf_counter() - t) * 1000)
         lens_count = len(lenses or [])
         line = (i * 37) % n_lines
         pos = types.Position(line=line, character=4)
         t = time.perf_counter()
-        actions = await client.text_document_code_action_async(types.CodeActionParams(
-            text_document=ident, range=types.Range(start=pos, end=pos),
-            context=types.CodeActionContext(diagnostics=[])))
+        actions = await client.text_document_code_action_async(
+            types.CodeActionParams(
+                text_document=ident,
+                range=types.Range(start=pos, end=pos),
+                context=types.CodeActionContext(diagnostics=[]),
+            )
+        )
         action_ms.append((time.perf_counter() - t) * 1000)
         action_count += len(actions or [])
 
     # One edit, then a lens request: the first answer after an edit includes re-analysis.
     after_edit_ms = []
     for v in range(2, 12):
-        client.text_document_did_change(types.DidChangeTextDocumentParams(
-            text_document=types.VersionedTextDocumentIdentifier(uri=uri, version=v),
-            content_changes=[types.TextDocumentContentChangeWholeDocument(text=source + "\n" * v)]))
+        client.text_document_did_change(
+            types.DidChangeTextDocumentParams(
+                text_document=types.VersionedTextDocumentIdentifier(uri=uri, version=v),
+                content_changes=[
+                    types.TextDocumentContentChangeWholeDocument(text=source + "\n" * v)
+                ],
+            )
+        )
         t = time.perf_counter()
         await client.text_document_code_lens_async(types.CodeLensParams(text_document=ident))
         after_edit_ms.append((time.perf_counter() - t) * 1000)
@@ -166,13 +194,21 @@ async def run(requests: int) -> dict:
         "requests": requests,
         "diagnostics_published": len(diagnostics.get(uri, [])),
         "first_diagnostics_ms": round(first_diagnostics_ms, 1),
-        "code_lens_ms": {"p50": round(statistics.median(lens_ms), 2), "p95": round(percentile(lens_ms, 95), 2),
-                         "max": round(max(lens_ms), 2)},
-        "code_action_ms": {"p50": round(statistics.median(action_ms), 2), "p95": round(percentile(action_ms, 95), 2),
-                           "max": round(max(action_ms), 2)},
+        "code_lens_ms": {
+            "p50": round(statistics.median(lens_ms), 2),
+            "p95": round(percentile(lens_ms, 95), 2),
+            "max": round(max(lens_ms), 2),
+        },
+        "code_action_ms": {
+            "p50": round(statistics.median(action_ms), 2),
+            "p95": round(percentile(action_ms, 95), 2),
+            "max": round(max(action_ms), 2),
+        },
         "actions_returned": action_count,
-        "code_lens_after_edit_ms": {"p50": round(statistics.median(after_edit_ms), 2),
-                                    "max": round(max(after_edit_ms), 2)},
+        "code_lens_after_edit_ms": {
+            "p50": round(statistics.median(after_edit_ms), 2),
+            "max": round(max(after_edit_ms), 2),
+        },
         "rss_mb_after_open": round(rss_after_open, 1),
         "rss_mb_end": round(rss_end, 1),
     }
@@ -183,7 +219,9 @@ async def run_during_search(requests: int) -> dict:
 
     root = Path(__file__).resolve().parents[1]
     work = Path(tempfile.mkdtemp(prefix="kb-bench-search-")) / "ws"
-    shutil.copytree(root / "examples", work, ignore=shutil.ignore_patterns(".kernelbrain", "__pycache__"))
+    shutil.copytree(
+        root / "examples", work, ignore=shutil.ignore_patterns(".kernelbrain", "__pycache__")
+    )
     path = work / "ops" / "softmax.py"
     uri = path.as_uri()
     client = LanguageClient("kb-bench", "1")
@@ -206,17 +244,32 @@ async def run_during_search(requests: int) -> dict:
         pass
 
     await client.start_io(sys.executable, "-m", "kernelbrain.server")
-    caps = types.ClientCapabilities(window=types.WindowClientCapabilities(work_done_progress=True),
-                                    workspace=types.WorkspaceClientCapabilities(configuration=True))
-    await client.initialize_async(types.InitializeParams(capabilities=caps, root_uri=work.as_uri(),
-                                  workspace_folders=[types.WorkspaceFolder(uri=work.as_uri(), name="ws")]))
+    caps = types.ClientCapabilities(
+        window=types.WindowClientCapabilities(work_done_progress=True),
+        workspace=types.WorkspaceClientCapabilities(configuration=True),
+    )
+    await client.initialize_async(
+        types.InitializeParams(
+            capabilities=caps,
+            root_uri=work.as_uri(),
+            workspace_folders=[types.WorkspaceFolder(uri=work.as_uri(), name="ws")],
+        )
+    )
     client.initialized(types.InitializedParams())
     source = path.read_text()
-    client.text_document_did_open(types.DidOpenTextDocumentParams(
-        text_document=types.TextDocumentItem(uri=uri, language_id="python", version=1, text=source)))
+    client.text_document_did_open(
+        types.DidOpenTextDocumentParams(
+            text_document=types.TextDocumentItem(
+                uri=uri, language_id="python", version=1, text=source
+            )
+        )
+    )
     ident = types.TextDocumentIdentifier(uri=uri)
-    started = await client.workspace_execute_command_async(types.ExecuteCommandParams(
-        command="kernelbrain.optimize", arguments=[uri, "softmax_kernel"]))
+    started = await client.workspace_execute_command_async(
+        types.ExecuteCommandParams(
+            command="kernelbrain.optimize", arguments=[uri, "softmax_kernel"]
+        )
+    )
     while len(progress) < 4:  # begin, then reports: the search (and its workers) are busy
         await asyncio.sleep(0.1)
     n_lines = source.count("\n")
@@ -227,24 +280,41 @@ async def run_during_search(requests: int) -> dict:
         lens_ms.append((time.perf_counter() - t) * 1000)
         pos = types.Position(line=(i * 7) % n_lines, character=4)
         t = time.perf_counter()
-        await client.text_document_code_action_async(types.CodeActionParams(
-            text_document=ident, range=types.Range(start=pos, end=pos), context=types.CodeActionContext(diagnostics=[])))
+        await client.text_document_code_action_async(
+            types.CodeActionParams(
+                text_document=ident,
+                range=types.Range(start=pos, end=pos),
+                context=types.CodeActionContext(diagnostics=[]),
+            )
+        )
         action_ms.append((time.perf_counter() - t) * 1000)
-        await asyncio.sleep(0.1)  # spread the requests over the search's rungs (harness, compiles, smoke)
+        await asyncio.sleep(
+            0.1
+        )  # spread the requests over the search's rungs (harness, compiles, smoke)
     reports_during = len(progress)
-    await client.workspace_execute_command_async(types.ExecuteCommandParams(
-        command="kernelbrain.cancel", arguments=[started["job"]]))
+    await client.workspace_execute_command_async(
+        types.ExecuteCommandParams(command="kernelbrain.cancel", arguments=[started["job"]])
+    )
     await client.shutdown_async(None)
     client.exit(None)
     await client.stop()
     return {
-        "requests": requests, "progress_notifications_while_timing": reports_during,
-        "search_messages": [getattr(getattr(p, "value", None), "message", None) or (p.value or {}).get("message")
-                            for p in progress][-5:],
-        "code_lens_ms": {"p50": round(statistics.median(lens_ms), 2), "p95": round(percentile(lens_ms, 95), 2),
-                         "max": round(max(lens_ms), 2)},
-        "code_action_ms": {"p50": round(statistics.median(action_ms), 2), "p95": round(percentile(action_ms, 95), 2),
-                           "max": round(max(action_ms), 2)},
+        "requests": requests,
+        "progress_notifications_while_timing": reports_during,
+        "search_messages": [
+            getattr(getattr(p, "value", None), "message", None) or (p.value or {}).get("message")
+            for p in progress
+        ][-5:],
+        "code_lens_ms": {
+            "p50": round(statistics.median(lens_ms), 2),
+            "p95": round(percentile(lens_ms, 95), 2),
+            "max": round(max(lens_ms), 2),
+        },
+        "code_action_ms": {
+            "p50": round(statistics.median(action_ms), 2),
+            "p95": round(percentile(action_ms, 95), 2),
+            "max": round(max(action_ms), 2),
+        },
     }
 
 
@@ -268,8 +338,12 @@ def main() -> int:
     print(text)
     if args.json:
         args.json.write_text(text)
-    ok = (result["code_lens_ms"]["p95"] < 50 and result["code_action_ms"]["p95"] < 50
-          and result["rss_mb_after_open"] < 150 and result["kernels"] == 20)
+    ok = (
+        result["code_lens_ms"]["p95"] < 50
+        and result["code_action_ms"]["p95"] < 50
+        and result["rss_mb_after_open"] < 150
+        and result["kernels"] == 20
+    )
     print("targets met" if ok else "TARGET MISSED", file=sys.stderr)
     return 0 if ok else 1
 

@@ -29,6 +29,7 @@ from kernelbrain.engine.task import find_task  # noqa: E402
 
 TILING = re.compile(r"(\d+)x(\d+) w(\d+) s(\d+)$")
 
+
 def strip_source(bm: int, bn: int, warps: int, stages: int) -> str:
     """The col_sum example as the search writes one column strip per program: `own-columns`, then
     `launcher-cleanup`, then `config` with this tiling, warps and loop depth (the engine's own
@@ -50,7 +51,11 @@ def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("probe", type=Path, help="a bench/structure_probe.py record")
     ap.add_argument("--op", default="col_sum", help="the record's op whose rows to take")
-    ap.add_argument("--names", default="^own columns", help="rows whose name matches this regex (and ends in a tiling)")
+    ap.add_argument(
+        "--names",
+        default="^own columns",
+        help="rows whose name matches this regex (and ends in a tiling)",
+    )
     ap.add_argument("--out", type=Path, required=True)
     args = ap.parse_args()
     rows = {r["name"]: r for r in json.loads(args.probe.read_text())["ops"][args.op]}
@@ -62,9 +67,18 @@ def main() -> int:
             continue
         bm, bn, warps, stages = map(int, tiling.groups())
         speedup = base_ms / row["ms"][0]
-        variants.append({"id": name, "origin": f"own-columns {name}", "measured": speedup, "per_case": [speedup],
-                         "source": strip_source(bm, bn, warps, stages)})
-    args.out.write_text(json.dumps([{"op": "col_sum", "baseline_us": [base_ms * 1e3], "variants": variants}]))
+        variants.append(
+            {
+                "id": name,
+                "origin": f"own-columns {name}",
+                "measured": speedup,
+                "per_case": [speedup],
+                "source": strip_source(bm, bn, warps, stages),
+            }
+        )
+    args.out.write_text(
+        json.dumps([{"op": "col_sum", "baseline_us": [base_ms * 1e3], "variants": variants}])
+    )
     print(f"{len(variants)} tilings -> {args.out}")
     return 0
 

@@ -81,8 +81,11 @@ def create_agent() -> Agent:
 
 
 def main() -> None:
-    logging.basicConfig(level=os.environ.get("KERNELBRAIN_LOG", "WARNING").upper(), stream=sys.stderr,
-                        format="agent: %(name)s: %(message)s")
+    logging.basicConfig(
+        level=os.environ.get("KERNELBRAIN_LOG", "WARNING").upper(),
+        stream=sys.stderr,
+        format="agent: %(name)s: %(message)s",
+    )
     agent = create_agent()
     try:
         agent.start_io()

@@ -14,8 +14,24 @@ from .index.model import Span
 from .rules import SYNTAX_ERROR, check_source
 
 # Folders that never hold the user's own kernels.
-SKIP_DIRS = {".git", ".hg", ".svn", "__pycache__", "node_modules", ".kernelbrain", ".venv", "venv",
-             ".tox", ".nox", ".mypy_cache", ".pytest_cache", ".ruff_cache", "build", "dist", "site-packages"}
+SKIP_DIRS = {
+    ".git",
+    ".hg",
+    ".svn",
+    "__pycache__",
+    "node_modules",
+    ".kernelbrain",
+    ".venv",
+    "venv",
+    ".tox",
+    ".nox",
+    ".mypy_cache",
+    ".pytest_cache",
+    ".ruff_cache",
+    "build",
+    "dist",
+    "site-packages",
+}
 
 
 @dataclass
@@ -30,8 +46,11 @@ def iter_python_files(root: Path) -> Iterator[Path]:
     """Python files under `root`, skipping VCS, caches, virtual environments and build output."""
     for dirpath, dirnames, filenames in os.walk(root):
         dirnames[:] = sorted(
-            d for d in dirnames
-            if d not in SKIP_DIRS and not d.startswith(".") and not (Path(dirpath, d, "pyvenv.cfg")).exists()
+            d
+            for d in dirnames
+            if d not in SKIP_DIRS
+            and not d.startswith(".")
+            and not (Path(dirpath, d, "pyvenv.cfg")).exists()
         )
         for name in sorted(filenames):
             if name.endswith(".py"):
@@ -42,10 +61,27 @@ def check_file(path: Path) -> list[Finding]:
     try:
         source = path.read_bytes().decode("utf-8")
     except UnicodeDecodeError as exc:
-        return [Finding(SYNTAX_ERROR, f"cannot decode as UTF-8: {exc.reason} at byte {exc.start}",
-                        Span(0, 0, 0, 0), "error", None, str(path))]
+        return [
+            Finding(
+                SYNTAX_ERROR,
+                f"cannot decode as UTF-8: {exc.reason} at byte {exc.start}",
+                Span(0, 0, 0, 0),
+                "error",
+                None,
+                str(path),
+            )
+        ]
     except OSError as exc:
-        return [Finding(SYNTAX_ERROR, f"cannot read file: {exc.strerror}", Span(0, 0, 0, 0), "error", None, str(path))]
+        return [
+            Finding(
+                SYNTAX_ERROR,
+                f"cannot read file: {exc.strerror}",
+                Span(0, 0, 0, 0),
+                "error",
+                None,
+                str(path),
+            )
+        ]
     return check_source(source, str(path))
 
 
@@ -67,13 +103,19 @@ def check_paths(paths: Iterable[Path], select=None, ignore=None) -> CheckResult:
         found = check_file(f)
         if select or ignore:
             sel, ign = tuple(select or ()), tuple(ignore or ())
-            found = [x for x in found if (not sel or x.code.startswith(sel)) and not (ign and x.code.startswith(ign))]
+            found = [
+                x
+                for x in found
+                if (not sel or x.code.startswith(sel)) and not (ign and x.code.startswith(ign))
+            ]
         result.findings.extend(found)
     return result
 
 
 def format_text(findings: list[Finding]) -> str:
-    return "\n".join(f"{f.path}:{f.span.line + 1}:{f.span.col + 1}: {f.code} {f.message}" for f in findings)
+    return "\n".join(
+        f"{f.path}:{f.span.line + 1}:{f.span.col + 1}: {f.code} {f.message}" for f in findings
+    )
 
 
 class FindingRecord(msgspec.Struct):
@@ -92,8 +134,20 @@ class FindingRecord(msgspec.Struct):
 
 def to_record(f: Finding) -> FindingRecord:
     s = f.span
-    return FindingRecord(f.path, s.line + 1, s.col + 1, s.end_line + 1, s.end_col + 1, f.code, f.severity, f.message, f.kernel)
+    return FindingRecord(
+        f.path,
+        s.line + 1,
+        s.col + 1,
+        s.end_line + 1,
+        s.end_col + 1,
+        f.code,
+        f.severity,
+        f.message,
+        f.kernel,
+    )
 
 
 def format_json(findings: list[Finding]) -> str:
-    return msgspec.json.format(msgspec.json.encode([to_record(f) for f in findings]), indent=2).decode()
+    return msgspec.json.format(
+        msgspec.json.encode([to_record(f) for f in findings]), indent=2
+    ).decode()

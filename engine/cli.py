@@ -40,7 +40,9 @@ def _cmd_check(args: argparse.Namespace) -> int:
         if text:
             print(text)
         n = len(result.findings)
-        print(f"Found {n} finding{'s' if n != 1 else ''} in {result.files_checked} file{'s' if result.files_checked != 1 else ''} checked.")
+        print(
+            f"Found {n} finding{'s' if n != 1 else ''} in {result.files_checked} file{'s' if result.files_checked != 1 else ''} checked."
+        )
     return EXIT_FINDINGS if result.findings and not args.exit_zero else EXIT_OK
 
 
@@ -78,8 +80,16 @@ def _cmd_verify(args: argparse.Namespace) -> int:
     device = _device(args.device)
     progress = None if args.json else _stderr_progress
     with WorkerPool() as pool:
-        report = verify(pool, task, source, device, timing=not args.no_timing, on_progress=progress,
-                        timeout_s=args.timeout, seed=args.seed)
+        report = verify(
+            pool,
+            task,
+            source,
+            device,
+            timing=not args.no_timing,
+            on_progress=progress,
+            timeout_s=args.timeout,
+            seed=args.seed,
+        )
     if args.json:
         print(msgspec.json.format(msgspec.json.encode(report), indent=2).decode())
     else:
@@ -102,25 +112,44 @@ def _cmd_bench(args: argparse.Namespace) -> int:
 
     with WorkerPool() as pool:
         harness = run_harness(pool, task, None, device, on_progress=progress)
-        result = bench(pool, task, device, rep_ms=args.rep_ms, on_progress=progress) if (harness.accepted and is_gpu(device)) else None
-    places = [classify(c, result.ceilings) for c in result.cases] if result and result.ceilings else []
+        result = (
+            bench(pool, task, device, rep_ms=args.rep_ms, on_progress=progress)
+            if (harness.accepted and is_gpu(device))
+            else None
+        )
+    places = (
+        [classify(c, result.ceilings) for c in result.cases] if result and result.ceilings else []
+    )
     ncu = None
     if args.ncu and result is not None:
         from .profile.ncu import ncu_report
 
         ncu = ncu_report(task, args.ncu_case)
     if args.json:
-        out = {"kernel": task.kernel, "file": task.file, "device": device, "harness": harness, "bench": result,
-               "roofline": places, "findings": [dict(zip(("code", "severity", "message"), f))
-                                                for f in measured_findings(places)], "ncu": ncu,
-               "timing": "measured" if result else "none: no GPU, the CPU interpreter only checks correctness"}
+        out = {
+            "kernel": task.kernel,
+            "file": task.file,
+            "device": device,
+            "harness": harness,
+            "bench": result,
+            "roofline": places,
+            "findings": [
+                dict(zip(("code", "severity", "message"), f)) for f in measured_findings(places)
+            ],
+            "ncu": ncu,
+            "timing": "measured"
+            if result
+            else "none: no GPU, the CPU interpreter only checks correctness",
+        }
         print(msgspec.json.format(msgspec.json.encode(out), indent=2).decode())
     else:
         print_harness(task, device, harness)
         if result is not None:
             print_bench(result, places, measured_findings(places), ncu)
         elif harness.accepted:
-            print("No timing: there is no GPU here, and the CPU interpreter only checks correctness.")
+            print(
+                "No timing: there is no GPU here, and the CPU interpreter only checks correctness."
+            )
     return EXIT_OK if harness.accepted else EXIT_FINDINGS
 
 
@@ -135,8 +164,10 @@ def _cmd_profile(args: argparse.Namespace) -> int:
     if not args.script.is_file():
         raise UsageError(f"{args.script}: no such file")
     if not gpu_count():
-        raise UsageError("kernelbrain profile needs a GPU: torch.profiler ranks CUDA kernels by GPU time, and "
-                         "there is none here")
+        raise UsageError(
+            "kernelbrain profile needs a GPU: torch.profiler ranks CUDA kernels by GPU time, and "
+            "there is none here"
+        )
     script = args.script.resolve()
     root = (args.root or Path.cwd()).resolve()
     try:
@@ -145,9 +176,21 @@ def _cmd_profile(args: argparse.Namespace) -> int:
         print(f"kernelbrain: {exc}", file=sys.stderr)
         return EXIT_FINDINGS
     store = Store(store_root(script))
-    store.save_profile(str(script), result.total_us, [
-        {"kernel": k.kernel, "file": k.file, "share": k.share, "time_us": k.device_us, "calls": k.calls}
-        for k in result.kernels if k.kernel])
+    store.save_profile(
+        str(script),
+        result.total_us,
+        [
+            {
+                "kernel": k.kernel,
+                "file": k.file,
+                "share": k.share,
+                "time_us": k.device_us,
+                "calls": k.calls,
+            }
+            for k in result.kernels
+            if k.kernel
+        ],
+    )
     if args.json:
         print(msgspec.json.format(msgspec.json.encode(result), indent=2).decode())
     else:
@@ -171,8 +214,10 @@ def _cmd_init(args: argparse.Namespace) -> int:
         raise UsageError(str(exc)) from exc
     verb = "created" if result.created_config else "updated"
     print(f"{verb} {result.config} with a [[tasks]] entry for {kernel} (entry `{result.entry}`)")
-    print(f"wrote {result.harness}: fill in the reference and the input functions, then run "
-          f"`kernelbrain verify` or `kernelbrain bench`")
+    print(
+        f"wrote {result.harness}: fill in the reference and the input functions, then run "
+        f"`kernelbrain verify` or `kernelbrain bench`"
+    )
     return EXIT_OK
 
 
@@ -183,7 +228,9 @@ def _cmd_optimize(args: argparse.Namespace) -> int:
     from .service import OptimizeRequest, SearchError, optimize
 
     if args.llm:
-        raise UsageError("--llm: the LLM mutator is not part of this build yet; the search runs offline (--no-llm)")
+        raise UsageError(
+            "--llm: the LLM mutator is not part of this build yet; the search runs offline (--no-llm)"
+        )
     try:
         wall = parse_duration(args.budget)
     except ValueError as exc:
@@ -191,7 +238,9 @@ def _cmd_optimize(args: argparse.Namespace) -> int:
     if args.max_candidates is not None and args.max_candidates < 1:
         raise UsageError(f"--max-candidates must be at least 1, got {args.max_candidates}")
     task = _task(args.target)
-    request = OptimizeRequest(task.file, task.kernel, wall, args.max_candidates, _device(args.device), args.seed)
+    request = OptimizeRequest(
+        task.file, task.kernel, wall, args.max_candidates, _device(args.device), args.seed
+    )
     try:
         if args.json:
             result = optimize(request, task=task, on_notice=_notice)
@@ -232,13 +281,25 @@ def _run_with_progress(request, task):
 
     from .service import optimize
 
-    with Progress(TextColumn("[bold]{task.description}"), BarColumn(), TextColumn("{task.percentage:>3.0f}%"),
-                  TimeElapsedColumn(), TextColumn("{task.fields[best]}"), transient=False) as progress:
+    with Progress(
+        TextColumn("[bold]{task.description}"),
+        BarColumn(),
+        TextColumn("{task.percentage:>3.0f}%"),
+        TimeElapsedColumn(),
+        TextColumn("{task.fields[best]}"),
+        transient=False,
+    ) as progress:
         bar = progress.add_task(task.kernel, total=1.0, best="")
 
         def on_event(e) -> None:
-            best = f"best {e.best_speedup:.2f}x{'' if e.measured else ' (est.)'}" if e.best_speedup else ""
-            progress.update(bar, completed=e.fraction, best=best, description=f"{task.kernel}: {e.message[:48]}")
+            best = (
+                f"best {e.best_speedup:.2f}x{'' if e.measured else ' (est.)'}"
+                if e.best_speedup
+                else ""
+            )
+            progress.update(
+                bar, completed=e.fraction, best=best, description=f"{task.kernel}: {e.message[:48]}"
+            )
 
         return optimize(request, task=task, on_event=on_event, on_notice=_notice)
 
@@ -267,18 +328,37 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
 
-    p = sub.add_parser("check", help="static bottleneck diagnostics (KB1xx) for Python files or folders")
+    p = sub.add_parser(
+        "check", help="static bottleneck diagnostics (KB1xx) for Python files or folders"
+    )
     p.add_argument("paths", nargs="+", type=Path, metavar="PATH")
     p.add_argument("--format", choices=("text", "json"), default="text")
-    p.add_argument("--select", action="append", metavar="CODE", help="only these codes or prefixes (repeatable)")
-    p.add_argument("--ignore", action="append", metavar="CODE", help="skip these codes or prefixes (repeatable)")
+    p.add_argument(
+        "--select",
+        action="append",
+        metavar="CODE",
+        help="only these codes or prefixes (repeatable)",
+    )
+    p.add_argument(
+        "--ignore",
+        action="append",
+        metavar="CODE",
+        help="skip these codes or prefixes (repeatable)",
+    )
     p.add_argument("--exit-zero", action="store_true", help="exit 0 even when there are findings")
     p.set_defaults(handler=_cmd_check)
 
-    p = sub.add_parser("verify", help="run the policy gate and the correctness harness on a candidate module")
+    p = sub.add_parser(
+        "verify", help="run the policy gate and the correctness harness on a candidate module"
+    )
     p.add_argument("target", metavar="FILE::KERNEL")
-    p.add_argument("--candidate", type=Path, required=True, metavar="CANDIDATE.py",
-                   help="the whole module with the kernel (and launcher) rewritten")
+    p.add_argument(
+        "--candidate",
+        type=Path,
+        required=True,
+        metavar="CANDIDATE.py",
+        help="the whole module with the kernel (and launcher) rewritten",
+    )
     p.add_argument("--device", default="auto", help="auto (default), cpu, cuda or cuda:N")
     p.add_argument("--json", action="store_true")
     p.add_argument("--no-timing", action="store_true", help="skip the A/B timing on a GPU")
@@ -291,14 +371,26 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--device", default="auto", help="auto (default), cpu, cuda or cuda:N")
     p.add_argument("--json", action="store_true")
     p.add_argument("--rep-ms", type=float, default=300.0, help="timing budget per case (ms)")
-    p.add_argument("--ncu", action="store_true", help="add Nsight Compute data (speed of light, occupancy, stalls)")
-    p.add_argument("--ncu-case", type=int, default=0, help="which case Nsight Compute profiles (default 0)")
+    p.add_argument(
+        "--ncu",
+        action="store_true",
+        help="add Nsight Compute data (speed of light, occupancy, stalls)",
+    )
+    p.add_argument(
+        "--ncu-case", type=int, default=0, help="which case Nsight Compute profiles (default 0)"
+    )
     p.set_defaults(handler=_cmd_bench)
 
-    p = sub.add_parser("profile", help="rank a script's GPU kernels by share of GPU time (needs a GPU)")
+    p = sub.add_parser(
+        "profile", help="rank a script's GPU kernels by share of GPU time (needs a GPU)"
+    )
     p.add_argument("script", type=Path, metavar="SCRIPT")
     p.add_argument("args", nargs=argparse.REMAINDER, metavar="ARGS")
-    p.add_argument("--root", type=Path, help="workspace to map Triton kernels back to (default: current folder)")
+    p.add_argument(
+        "--root",
+        type=Path,
+        help="workspace to map Triton kernels back to (default: current folder)",
+    )
     p.add_argument("--json", action="store_true")
     p.set_defaults(handler=_cmd_profile)
 
@@ -308,17 +400,35 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("optimize", help="search for verified faster variants of a kernel")
     p.add_argument("target", metavar="FILE[::KERNEL]")
-    p.add_argument("--budget", default=DEFAULT_BUDGET, help=f"wall-time budget, e.g. 90s, 5m, 1h (default {DEFAULT_BUDGET})")
-    p.add_argument("--max-candidates", type=int, default=None,
-                   help="candidates to evaluate at most (default: no cap; the time budget and stagnation end the search)")
+    p.add_argument(
+        "--budget",
+        default=DEFAULT_BUDGET,
+        help=f"wall-time budget, e.g. 90s, 5m, 1h (default {DEFAULT_BUDGET})",
+    )
+    p.add_argument(
+        "--max-candidates",
+        type=int,
+        default=None,
+        help="candidates to evaluate at most (default: no cap; the time budget and stagnation end the search)",
+    )
     p.add_argument("--device", default="auto", help="auto (default), cpu, cuda or cuda:N")
     llm = p.add_mutually_exclusive_group()
-    llm.add_argument("--llm", action="store_true", help="also ask an LLM for rewrites (not in this build)")
-    llm.add_argument("--no-llm", dest="llm", action="store_false", help="offline mutators only (default)")
-    p.add_argument("--json", action="store_true", help="print the result as JSON (README: optimize --json)")
-    p.add_argument("--report", type=Path, metavar="REPORT.html", help="write an HTML report with plots")
+    llm.add_argument(
+        "--llm", action="store_true", help="also ask an LLM for rewrites (not in this build)"
+    )
+    llm.add_argument(
+        "--no-llm", dest="llm", action="store_false", help="offline mutators only (default)"
+    )
+    p.add_argument(
+        "--json", action="store_true", help="print the result as JSON (README: optimize --json)"
+    )
+    p.add_argument(
+        "--report", type=Path, metavar="REPORT.html", help="write an HTML report with plots"
+    )
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--apply", action="store_true", help="write the best verified variant into the file")
+    p.add_argument(
+        "--apply", action="store_true", help="write the best verified variant into the file"
+    )
     p.set_defaults(handler=_cmd_optimize)
 
     _plugin_commands(sub)

@@ -32,8 +32,11 @@ class Job:
 
 
 class JobManager:
-    def __init__(self, on_progress: Callable[[JobInfo, SearchEvent], None],
-                 on_finished: Callable[[JobInfo, SearchResult | None], None]):
+    def __init__(
+        self,
+        on_progress: Callable[[JobInfo, SearchEvent], None],
+        on_finished: Callable[[JobInfo, SearchResult | None], None],
+    ):
         self.on_progress = on_progress
         self.on_finished = on_finished
         self.jobs: dict[str, Job] = {}
@@ -85,15 +88,20 @@ class JobManager:
                 job.info.worker_pids = job.pool.pids() if job.pool else []
                 self.on_progress(job.info, event)
 
-            request = OptimizeRequest(req.file, req.kernel, req.budget_s, req.max_candidates, job.info.device,
-                                      req.seed)
+            request = OptimizeRequest(
+                req.file, req.kernel, req.budget_s, req.max_candidates, job.info.device, req.seed
+            )
             result = optimize(request, on_event=on_event, cancel=job.cancel, pool=job.pool)
             job.info.state = "cancelled" if result.stopped == "cancelled" else "finished"
             job.info.best_id, job.info.measured = result.best, result.measured
             if result.best:
-                job.info.best_speedup = next(v.speedup for v in result.variants if v.id == result.best)
+                job.info.best_speedup = next(
+                    v.speedup for v in result.variants if v.id == result.best
+                )
         except Exception as exc:  # never let a job take the agent down
-            if job.cancel.is_set():  # a cancel kills the workers: whatever that broke, it was asked for
+            if (
+                job.cancel.is_set()
+            ):  # a cancel kills the workers: whatever that broke, it was asked for
                 job.info.state = "cancelled"
             elif isinstance(exc, (TaskError, SearchError)):
                 job.info.state, job.info.error = "failed", str(exc)

@@ -11,7 +11,12 @@ import io
 
 from .api.results import SearchResult
 
-OUTCOME_COLOURS = {"verified": "#2a9d3f", "stepping stone": "#e9a23b", "pruned": "#9a9a9a", "rejected": "#d1495b"}
+OUTCOME_COLOURS = {
+    "verified": "#2a9d3f",
+    "stepping stone": "#e9a23b",
+    "pruned": "#9a9a9a",
+    "rejected": "#d1495b",
+}
 
 
 def _svg(fig) -> str:
@@ -21,7 +26,7 @@ def _svg(fig) -> str:
 
     plt.close(fig)
     text = buf.getvalue()
-    return text[text.index("<svg"):]
+    return text[text.index("<svg") :]
 
 
 def _colour(outcome: str) -> str:
@@ -44,11 +49,19 @@ def trajectory_plot(result: SearchResult) -> str:
     pts = result.trajectory
     for kind, colour in OUTCOME_COLOURS.items():
         sel = [p for p in pts if (_colour(p.outcome) == colour) and p.speedup is not None]
-        ax.scatter([p.t for p in sel], [p.speedup for p in sel], s=18, c=colour, label=kind, alpha=0.8)
+        ax.scatter(
+            [p.t for p in sel], [p.speedup for p in sel], s=18, c=colour, label=kind, alpha=0.8
+        )
     failed = [p for p in pts if p.speedup is None]
     if failed:
-        ax.scatter([p.t for p in failed], [0.0] * len(failed), s=18, marker="x", c=OUTCOME_COLOURS["rejected"],
-                   label="rejected (no score)")
+        ax.scatter(
+            [p.t for p in failed],
+            [0.0] * len(failed),
+            s=18,
+            marker="x",
+            c=OUTCOME_COLOURS["rejected"],
+            label="rejected (no score)",
+        )
     if pts:
         xs, ys = [0.0], [1.0]
         for p in pts:
@@ -71,11 +84,17 @@ def per_case_plot(result: SearchResult, top: int = 4) -> str:
 
     variants = result.variants[:top]
     fig, ax = plt.subplots(figsize=(7.5, 3.2))
-    labels = [b.label for b in result.baseline] or [c.label for c in (variants[0].per_case if variants else [])]
+    labels = [b.label for b in result.baseline] or [
+        c.label for c in (variants[0].per_case if variants else [])
+    ]
     width = 0.8 / max(1, len(variants))
     for k, v in enumerate(variants):
-        ax.bar([i + k * width for i in range(len(v.per_case))], [c.speedup for c in v.per_case], width,
-               label=f"{v.id[:8]} {v.origin[:30]}")
+        ax.bar(
+            [i + k * width for i in range(len(v.per_case))],
+            [c.speedup for c in v.per_case],
+            width,
+            label=f"{v.id[:8]} {v.origin[:30]}",
+        )
     ax.axhline(1.0, c="#444", lw=0.8, ls=":")
     ax.set_xticks([i + 0.4 - width / 2 for i in range(len(labels))])
     ax.set_xticklabels([l[:28] for l in labels], fontsize=7, rotation=10)
@@ -86,8 +105,13 @@ def per_case_plot(result: SearchResult, top: int = 4) -> str:
     return _svg(fig)
 
 
-def roofline_plot(result: SearchResult, bytes_per_case: list[int], flops_per_case: list[int | None],
-                  copy_gbps: float, peak_tflops: float) -> str:
+def roofline_plot(
+    result: SearchResult,
+    bytes_per_case: list[int],
+    flops_per_case: list[int | None],
+    copy_gbps: float,
+    peak_tflops: float,
+) -> str:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -95,24 +119,40 @@ def roofline_plot(result: SearchResult, bytes_per_case: list[int], flops_per_cas
 
     fig, ax = plt.subplots(figsize=(7.5, 3.6))
     xs = [10 ** (k / 20) for k in range(-40, 81)]
-    ax.plot(xs, [min(copy_gbps * x / 1e3, peak_tflops) for x in xs], c="black", lw=1.2, label="roofline")
+    ax.plot(
+        xs, [min(copy_gbps * x / 1e3, peak_tflops) for x in xs], c="black", lw=1.2, label="roofline"
+    )
     best = result.variants[0] if result.variants else None
     for i, base in enumerate(result.baseline):
         nbytes = bytes_per_case[i] if i < len(bytes_per_case) else 0
         flops = flops_per_case[i] if i < len(flops_per_case) else None
         if not nbytes:
             continue
-        intensity = (flops / nbytes) if flops else 0.25  # streaming kernels: ~a fraction of a FLOP per byte
+        intensity = (
+            (flops / nbytes) if flops else 0.25
+        )  # streaming kernels: ~a fraction of a FLOP per byte
         work = flops if flops else nbytes * intensity
 
         def rate(us: float) -> float:
             return work / (us * 1e-6) / 1e12
 
-        ax.scatter([intensity], [rate(base.time_us)], marker="o", c="#d1495b", s=30,
-                   label="before" if i == 0 else None)
+        ax.scatter(
+            [intensity],
+            [rate(base.time_us)],
+            marker="o",
+            c="#d1495b",
+            s=30,
+            label="before" if i == 0 else None,
+        )
         if best is not None and i < len(best.per_case):
-            ax.scatter([intensity], [rate(best.per_case[i].value_us)], marker="^", c="#2a9d3f", s=36,
-                       label="after (best)" if i == 0 else None)
+            ax.scatter(
+                [intensity],
+                [rate(best.per_case[i].value_us)],
+                marker="^",
+                c="#2a9d3f",
+                s=36,
+                label="after (best)" if i == 0 else None,
+            )
             ax.annotate(base.label[:18], (intensity, rate(base.time_us)), fontsize=6, alpha=0.7)
     ax.set_xscale("log")
     ax.set_yscale("log")
@@ -128,19 +168,28 @@ def render(result: SearchResult) -> str:
     bytes_per_case, flops_per_case = result.case_bytes, result.case_flops
     copy_gbps = result.ceilings.get("copy_gbps", 4280.0)
     peak_tflops = result.ceilings.get("bf16_tflops", 680.0)
-    kind = "measured on " + result.device if result.measured else "estimated (no GPU: static cost model)"
+    kind = (
+        "measured on " + result.device
+        if result.measured
+        else "estimated (no GPU: static cost model)"
+    )
     best = next((v for v in result.variants if v.id == result.best), None)
     rows = "".join(
         f"<tr><td><code>{esc(v.id)}</code></td><td>{esc(v.origin)}</td><td>{v.speedup:.2f}x</td>"
         f"<td>{'measured' if v.measured else 'estimate'}</td><td>{esc(v.description)}</td></tr>"
-        for v in result.variants)
+        for v in result.variants
+    )
     details = "".join(
         f"<details><summary><code>{esc(v.id)}</code> {esc(v.origin)}: {v.speedup:.2f}x</summary>"
         f"<pre class='expl'>{esc(v.explanation)}</pre><pre class='diff'>{esc(v.diff)}</pre></details>"
-        for v in result.variants)
+        for v in result.variants
+    )
     spent = result.budget.spent
-    summary = (f"best {best.speedup:.2f}x ({esc(best.origin)}) after {result.time_to_best_s:.0f} s"
-               if best and result.time_to_best_s is not None else "no faster variant found")
+    summary = (
+        f"best {best.speedup:.2f}x ({esc(best.origin)}) after {result.time_to_best_s:.0f} s"
+        if best and result.time_to_best_s is not None
+        else "no faster variant found"
+    )
     return f"""<!doctype html><html><head><meta charset="utf-8"><title>KernelBrain: {esc(result.kernel)}</title>
 <style>body{{font-family:system-ui,sans-serif;max-width:980px;margin:2em auto;color:#222}}
 table{{border-collapse:collapse;font-size:13px}}td,th{{border:1px solid #ccc;padding:3px 8px}}
@@ -149,7 +198,7 @@ pre{{background:#f6f6f6;padding:8px;overflow:auto;font-size:12px}} .diff{{color:
 <p><code>{esc(result.file)}</code> · {esc(kind)} · {summary}</p>
 <p>Spent {spent.wall_s:.0f} s wall, {spent.gpu_s:.0f} s GPU, {spent.candidates} candidates; stopped: {esc(result.stopped)}.
 Candidates by rung: {esc(str(result.candidates.per_stage))}; outcomes: {esc(str(result.candidates.per_outcome))}.</p>
-{''.join(f'<p><em>{esc(n)}</em></p>' for n in result.notes)}
+{"".join(f"<p><em>{esc(n)}</em></p>" for n in result.notes)}
 {trajectory_plot(result)}
 {per_case_plot(result)}
 {roofline_plot(result, bytes_per_case, flops_per_case, copy_gbps, peak_tflops)}

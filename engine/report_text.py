@@ -17,7 +17,9 @@ def print_harness(task, device: str, result) -> None:
     if result.accepted:
         console.print(f"harness: [green]{result.message}[/]")
     else:
-        console.print(f"harness: [red]failed at {result.stage}[/] ({result.reason})\n  {result.message}")
+        console.print(
+            f"harness: [red]failed at {result.stage}[/] ({result.reason})\n  {result.message}"
+        )
 
 
 def print_verify(report) -> None:
@@ -27,16 +29,33 @@ def print_verify(report) -> None:
         console.print(f"[green]ACCEPTED[/]: {report.message}")
     else:
         where = f" (line {report.line})" if report.line else ""
-        console.print(f"[red]REJECTED[/] at {report.stage}{where}: [bold]{report.reason}[/]\n  {report.message}")
+        console.print(
+            f"[red]REJECTED[/] at {report.stage}{where}: [bold]{report.reason}[/]\n  {report.message}"
+        )
     if report.stages:
-        console.print("stages: " + ", ".join(f"{s.name} {_status(s.passed)} ({s.cases})" for s in report.stages))
+        console.print(
+            "stages: "
+            + ", ".join(f"{s.name} {_status(s.passed)} ({s.cases})" for s in report.stages)
+        )
     if report.timing is not None:
-        t = Table("case", "baseline ms", "candidate ms", "speedup", "95% CI", "p", "noise", "verdict")
+        t = Table(
+            "case", "baseline ms", "candidate ms", "speedup", "95% CI", "p", "noise", "verdict"
+        )
         for c in report.timing.cases:
-            t.add_row(c.label, f"{c.baseline_ms:.4f}", f"{c.candidate_ms:.4f}", f"{c.speedup:.3f}x",
-                      f"{c.ci_low:.3f}-{c.ci_high:.3f}", f"{c.p_value:.2g}", f"{c.noise_floor:.1%}", c.verdict)
+            t.add_row(
+                c.label,
+                f"{c.baseline_ms:.4f}",
+                f"{c.candidate_ms:.4f}",
+                f"{c.speedup:.3f}x",
+                f"{c.ci_low:.3f}-{c.ci_high:.3f}",
+                f"{c.p_value:.2g}",
+                f"{c.noise_floor:.1%}",
+                c.verdict,
+            )
         console.print(t)
-        console.print(f"geomean speedup {report.timing.speedup:.3f}x: [bold]{report.timing.verdict}[/]")
+        console.print(
+            f"geomean speedup {report.timing.speedup:.3f}x: [bold]{report.timing.verdict}[/]"
+        )
 
 
 def print_bench(result, places=(), findings=(), ncu=None) -> None:
@@ -44,14 +63,21 @@ def print_bench(result, places=(), findings=(), ncu=None) -> None:
     by_label = {p.label: p for p in places}
     for c in result.cases:
         place = by_label.get(c.label)
-        t.add_row(c.label, f"{c.median_ms:.4f}", f"{c.spread:.1%}", f"{c.gbps:.0f}",
-                  f"{c.tflops:.0f}" if c.tflops else "-",
-                  f"{c.fraction_of_ceiling:.1%}" if c.fraction_of_ceiling is not None else "-",
-                  place.summary if place else c.bound)
+        t.add_row(
+            c.label,
+            f"{c.median_ms:.4f}",
+            f"{c.spread:.1%}",
+            f"{c.gbps:.0f}",
+            f"{c.tflops:.0f}" if c.tflops else "-",
+            f"{c.fraction_of_ceiling:.1%}" if c.fraction_of_ceiling is not None else "-",
+            place.summary if place else c.bound,
+        )
     console.print(t)
     if result.ceilings is not None:
         ce = result.ceilings
-        console.print(f"ceilings ({ce.device_name}): copy {ce.copy_gbps:.0f} GB/s, bf16 matmul {ce.bf16_tflops:.0f} TFLOP/s")
+        console.print(
+            f"ceilings ({ce.device_name}): copy {ce.copy_gbps:.0f} GB/s, bf16 matmul {ce.bf16_tflops:.0f} TFLOP/s"
+        )
     for code, _, message in findings:
         console.print(f"{code} {message}", markup=False)
     if ncu is not None:
@@ -59,41 +85,63 @@ def print_bench(result, places=(), findings=(), ncu=None) -> None:
             console.print(f"Nsight Compute: {ncu.message}", markup=False)
         for k in ncu.kernels:
             stalls = ", ".join(f"{r} {v:.1f}" for r, v in k.top_stalls)
-            console.print(f"Nsight Compute {k.name}: {k.duration_us:.1f} us, SOL memory {k.memory_sol_pct}% / compute "
-                          f"{k.compute_sol_pct}%, DRAM {k.dram_pct}%, occupancy {k.achieved_occupancy_pct}%, "
-                          f"{k.registers} regs, local ld/st {k.local_loads}/{k.local_stores}; top stalls: {stalls}",
-                          markup=False)
+            console.print(
+                f"Nsight Compute {k.name}: {k.duration_us:.1f} us, SOL memory {k.memory_sol_pct}% / compute "
+                f"{k.compute_sol_pct}%, DRAM {k.dram_pct}%, occupancy {k.achieved_occupancy_pct}%, "
+                f"{k.registers} regs, local ld/st {k.local_loads}/{k.local_stores}; top stalls: {stalls}",
+                markup=False,
+            )
 
 
 def print_profile(result) -> None:
     t = Table("#", "kernel", "GPU time (us)", "calls", "share", "Amdahl ceiling", "source")
     for k in result.kernels[:20]:
         src = f"{k.file}:{k.line}" if k.file else ("" if not k.triton else "?")
-        t.add_row(str(k.rank), k.name[:60], f"{k.device_us:.1f}", str(k.calls), f"{k.share:.1%}",
-                  f"{k.amdahl:.2f}x", src)
+        t.add_row(
+            str(k.rank),
+            k.name[:60],
+            f"{k.device_us:.1f}",
+            str(k.calls),
+            f"{k.share:.1%}",
+            f"{k.amdahl:.2f}x",
+            src,
+        )
     console.print(t)
     console.print(f"total GPU time {result.total_us / 1000:.2f} ms in {result.script}")
 
 
 def print_search(result) -> None:
-    kind = "measured" if result.measured else "estimated (no GPU: verified on the CPU interpreter, ranked by the cost model)"
+    kind = (
+        "measured"
+        if result.measured
+        else "estimated (no GPU: verified on the CPU interpreter, ranked by the cost model)"
+    )
     console.print(f"[bold]{result.kernel}[/] ({result.file}) on {result.device}: {kind}")
     spent = result.budget.spent
-    console.print(f"stopped: {result.stopped} · {spent.wall_s:.0f} s, {spent.candidates} candidates, "
-                  f"{spent.gpu_s:.0f} s GPU")
+    console.print(
+        f"stopped: {result.stopped} · {spent.wall_s:.0f} s, {spent.candidates} candidates, "
+        f"{spent.gpu_s:.0f} s GPU"
+    )
     if not result.variants:
         console.print("no verified variant is faster than the original")
     t = Table("variant", "made by", "speedup", "per case", "kind")
     for v in result.variants[:10]:
         per_case = " ".join(f"{c.speedup:.2f}" for c in v.per_case)
-        t.add_row(v.id[:10] + (" *" if v.id == result.best else ""), v.origin[:40], f"{v.speedup:.2f}x", per_case,
-                  "measured" if v.measured else "estimate")
+        t.add_row(
+            v.id[:10] + (" *" if v.id == result.best else ""),
+            v.origin[:40],
+            f"{v.speedup:.2f}x",
+            per_case,
+            "measured" if v.measured else "estimate",
+        )
     if result.variants:
         console.print(t)
     best = next((v for v in result.variants if v.id == result.best), None)
     if best is not None:
-        console.print(f"\n[bold]best[/] {best.id} ({best.speedup:.2f}x, "
-                      f"{'measured' if best.measured else 'estimated'}), found after {result.time_to_best_s:.0f} s:")
+        console.print(
+            f"\n[bold]best[/] {best.id} ({best.speedup:.2f}x, "
+            f"{'measured' if best.measured else 'estimated'}), found after {result.time_to_best_s:.0f} s:"
+        )
         console.print(best.explanation, markup=False)
         console.print(best.diff, markup=False, highlight=False)
     for note in result.notes:

@@ -36,7 +36,9 @@ class OptimizeRequest:
     seed: int = 0
     mutators: list[str] | None = None  # None: every offline mutator
     compile_workers: int | None = None  # None: one a core, at most four
-    extra: dict = field(default_factory=dict)  # further `Search` keywords (bench scripts: exhaustive)
+    extra: dict = field(
+        default_factory=dict
+    )  # further `Search` keywords (bench scripts: exhaustive)
 
 
 def task_root(task: Task) -> Path:
@@ -58,9 +60,15 @@ def device_model(pool: WorkerPool, device: str, store: Store) -> DeviceModel:
     return DeviceModel(bandwidth_gbps=ce.copy_gbps, bf16_tflops=ce.bf16_tflops)
 
 
-def optimize(request: OptimizeRequest, *, on_event: Callable[[SearchEvent], None] | None = None,
-             cancel: threading.Event | None = None, pool: WorkerPool | None = None,
-             on_notice: Callable[[str], None] | None = None, task: Task | None = None) -> SearchResult:
+def optimize(
+    request: OptimizeRequest,
+    *,
+    on_event: Callable[[SearchEvent], None] | None = None,
+    cancel: threading.Event | None = None,
+    pool: WorkerPool | None = None,
+    on_notice: Callable[[str], None] | None = None,
+    task: Task | None = None,
+) -> SearchResult:
     """Run one search. Raises `TaskError` (no or a broken harness), `ValueError` (an unknown
     device) or `SearchError` (the original fails its harness). `pool`: the caller's, so that it
     can kill the workers on cancel; else one of its own, closed at the end. `on_notice`: store
@@ -74,10 +82,20 @@ def optimize(request: OptimizeRequest, *, on_event: Callable[[SearchEvent], None
         if store.notice is not None and on_notice is not None:
             on_notice(store.notice.message)
         budget = Budget(wall_s=request.budget_s, max_candidates=request.max_candidates)
-        search = Search(task, device=device, budget=budget, store=store, pool=pool, seed=request.seed,
-                        mutators=request.mutators, on_event=on_event, cancel=cancel,
-                        compile_workers=request.compile_workers, device_model=device_model(pool, device, store),
-                        **request.extra)
+        search = Search(
+            task,
+            device=device,
+            budget=budget,
+            store=store,
+            pool=pool,
+            seed=request.seed,
+            mutators=request.mutators,
+            on_event=on_event,
+            cancel=cancel,
+            compile_workers=request.compile_workers,
+            device_model=device_model(pool, device, store),
+            **request.extra,
+        )
         return search.run()
     finally:
         if own_pool:

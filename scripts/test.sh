@@ -8,5 +8,8 @@ if ! command -v nvim >/dev/null 2>&1; then
   sudo=""; [ "$(id -u)" -ne 0 ] && sudo="sudo"
   $sudo apt-get install -y -qq neovim >/dev/null 2>&1 || { $sudo apt-get update -qq && $sudo apt-get install -y -qq neovim; }
 fi
+# Lint and format first: a finding fails the run before the slower tests start.
+.venv/bin/ruff check .
+.venv/bin/ruff format --check .
 export KERNELBRAIN_REQUIRE_CLIENTS=1
 exec .venv/bin/python -m pytest "$@"

@@ -37,20 +37,31 @@ VERSION = "0.1.0"
 # A workspace scan reads at most this many Python files; monorepos keep the server responsive.
 MAX_SCANNED_FILES = 5000
 
+
 class KernelBrainServer(LanguageServer):
     def __init__(self) -> None:
-        super().__init__("kernelbrain", VERSION, protocol_cls=AnsweringProtocol,
-                         text_document_sync_kind=types.TextDocumentSyncKind.Incremental)
+        super().__init__(
+            "kernelbrain",
+            VERSION,
+            protocol_cls=AnsweringProtocol,
+            text_document_sync_kind=types.TextDocumentSyncKind.Incremental,
+        )
         self.files = WorkspaceIndex()
         self.debouncer = Debouncer()
         self.settings = Settings()
         self.watcher: WorkspaceWatcher | None = None
         self.loop: asyncio.AbstractEventLoop | None = None
         self._told: set[str] = set()
-        self.engine = EngineBridge(self._on_job_progress, self._on_job_finished,
-                                   lambda msg: self.tell_once(f"restart:{msg}", f"KernelBrain: {msg}",
-                                                              types.MessageType.Warning))
-        self.compiled: dict[str, tuple[str, p.CompiledViewResult]] = {}  # uri -> (source hash, view)
+        self.engine = EngineBridge(
+            self._on_job_progress,
+            self._on_job_finished,
+            lambda msg: self.tell_once(
+                f"restart:{msg}", f"KernelBrain: {msg}", types.MessageType.Warning
+            ),
+        )
+        self.compiled: dict[
+            str, tuple[str, p.CompiledViewResult]
+        ] = {}  # uri -> (source hash, view)
         self.harness_findings: dict[str, list[Finding]] = {}
         self.results = ResultRegistry()
         self._profile_cache: dict[tuple[str, str], dict | None] = {}
@@ -67,7 +78,9 @@ class KernelBrainServer(LanguageServer):
         return lambda fn: register(guarded(fn, command_name))
 
     # -- messages --------------------------------------------------------------------------
-    def tell_once(self, key: str, message: str, kind: types.MessageType = types.MessageType.Info) -> None:
+    def tell_once(
+        self, key: str, message: str, kind: types.MessageType = types.MessageType.Info
+    ) -> None:
         """Show a message to the user once per session (partial availability, bad settings)."""
         if key in self._told:
             return
@@ -101,7 +114,9 @@ class KernelBrainServer(LanguageServer):
         return state
 
     def schedule_analysis(self, uri: str) -> None:
-        self.debouncer.schedule(uri, self.settings.debounce_ms / 1000, lambda: self.analyse_open(uri))
+        self.debouncer.schedule(
+            uri, self.settings.debounce_ms / 1000, lambda: self.analyse_open(uri)
+        )
 
     def current(self, uri: str) -> FileState | None:
         """The analysis of the document as the editor has it now (re-analysed if stale)."""
@@ -123,7 +138,9 @@ class KernelBrainServer(LanguageServer):
                 text = None
         previous = self.files.get(uri)
         self.results.forget(path)  # results are re-read (and re-checked for staleness) on demand
-        self._profile_cache = {k: v for k, v in self._profile_cache.items() if k[0] != os.path.realpath(path)}
+        self._profile_cache = {
+            k: v for k, v in self._profile_cache.items() if k[0] != os.path.realpath(path)
+        }
         if text is None or "triton" not in text:
             if previous is not None:
                 self.files.drop(uri)
@@ -146,22 +163,41 @@ class KernelBrainServer(LanguageServer):
     def _after_analysis(self, state: FileState) -> None:
         self.harness_findings[state.uri] = self._harness_hints(state)
         self.publish(state)
-        if state.open and self.settings.compiled_view and state.has_kernels and not state.index.errors:
-            self.debouncer.schedule(("compiled", state.uri), 1.0, lambda: self._spawn(self.refresh_compiled(state.uri)))
+        if (
+            state.open
+            and self.settings.compiled_view
+            and state.has_kernels
+            and not state.index.errors
+        ):
+            self.debouncer.schedule(
+                ("compiled", state.uri), 1.0, lambda: self._spawn(self.refresh_compiled(state.uri))
+            )
 
     def _harness_hints(self, state: FileState) -> list[Finding]:
         if not self.settings.harness_hints:
             return []
         source = self.current_text(state.uri) if state.index.launchable else None
-        return [Finding(NO_HARNESS, f"`{k.name}` has no task harness, so it cannot be optimized or verified: add a "
-                                    "[[tasks]] entry (entry, reference, inputs) or use the quick fix to scaffold one.",
-                        k.name_span, "hint", k.name, state.path)
-                for k in state.index.launchable if harness_config(state.path, k.name, source) is None]
+        return [
+            Finding(
+                NO_HARNESS,
+                f"`{k.name}` has no task harness, so it cannot be optimized or verified: add a "
+                "[[tasks]] entry (entry, reference, inputs) or use the quick fix to scaffold one.",
+                k.name_span,
+                "hint",
+                k.name,
+                state.path,
+            )
+            for k in state.index.launchable
+            if harness_config(state.path, k.name, source) is None
+        ]
 
     def _spawn(self, coro) -> None:
         task = asyncio.get_running_loop().create_task(coro)
-        task.add_done_callback(lambda t: t.cancelled() or (t.exception() and log.error("task failed: %r",
-                                                                                       t.exception())))
+        task.add_done_callback(
+            lambda t: (
+                t.cancelled() or (t.exception() and log.error("task failed: %r", t.exception()))
+            )
+        )
 
     # -- compiled view -----------------------------------------------------------------------
     async def refresh_compiled(self, uri: str) -> None:
@@ -175,15 +211,24 @@ class KernelBrainServer(LanguageServer):
         if uri in self.compiled and self.compiled[uri][0] == digest:
             return
         try:
-            view = await self.engine.request(p.COMPILED_VIEW, p.CompiledViewRequest(state.path, text,
-                                                                                  arch=self.settings.target_arch),
-                                             p.CompiledViewResult)
+            view = await self.engine.request(
+                p.COMPILED_VIEW,
+                p.CompiledViewRequest(state.path, text, arch=self.settings.target_arch),
+                p.CompiledViewResult,
+            )
         except EngineUnavailable as exc:
-            self.tell_once("compiled-unavailable", f"KernelBrain: the compiled view is unavailable: {exc}",
-                           types.MessageType.Warning)
+            self.tell_once(
+                "compiled-unavailable",
+                f"KernelBrain: the compiled view is unavailable: {exc}",
+                types.MessageType.Warning,
+            )
             return
         except Exception as exc:
-            self.tell_once("compiled-failed", f"KernelBrain: the compiled view failed: {exc}", types.MessageType.Warning)
+            self.tell_once(
+                "compiled-failed",
+                f"KernelBrain: the compiled view failed: {exc}",
+                types.MessageType.Warning,
+            )
             return
         if view is None:
             return
@@ -225,8 +270,16 @@ class KernelBrainServer(LanguageServer):
             if changed_functions(result.original, current, [k.name, result.entry]):
                 continue
             for code, severity, message in measured_findings(places_from_result(result)):
-                out.append(Finding(code, message + " (measured by the last search)", k.name_span, severity, k.name,
-                                   state.path))
+                out.append(
+                    Finding(
+                        code,
+                        message + " (measured by the last search)",
+                        k.name_span,
+                        severity,
+                        k.name,
+                        state.path,
+                    )
+                )
         return out
 
     def publish(self, state: FileState) -> None:
@@ -235,12 +288,16 @@ class KernelBrainServer(LanguageServer):
         doc = self.open_document(state.uri)
         self.text_document_publish_diagnostics(
             types.PublishDiagnosticsParams(
-                uri=state.uri, diagnostics=to_diagnostics(self.findings_for(state), doc), version=state.version
+                uri=state.uri,
+                diagnostics=to_diagnostics(self.findings_for(state), doc),
+                version=state.version,
             )
         )
 
     def clear(self, uri: str) -> None:
-        self.text_document_publish_diagnostics(types.PublishDiagnosticsParams(uri=uri, diagnostics=[]))
+        self.text_document_publish_diagnostics(
+            types.PublishDiagnosticsParams(uri=uri, diagnostics=[])
+        )
 
     def refresh_lenses(self) -> None:
         caps = self.client_capabilities.workspace
@@ -254,10 +311,19 @@ class KernelBrainServer(LanguageServer):
             return
         job.info = msg.job
         if job.token is not None:
-            best = f" · best {msg.event.best_speedup:.2f}x{'' if msg.event.measured else ' (est.)'}" \
-                if msg.event.best_speedup else ""
-            self.work_done_progress.report(job.token, types.WorkDoneProgressReport(
-                message=f"{msg.event.message}{best}"[:200], percentage=int(msg.event.fraction * 100), cancellable=True))
+            best = (
+                f" · best {msg.event.best_speedup:.2f}x{'' if msg.event.measured else ' (est.)'}"
+                if msg.event.best_speedup
+                else ""
+            )
+            self.work_done_progress.report(
+                job.token,
+                types.WorkDoneProgressReport(
+                    message=f"{msg.event.message}{best}"[:200],
+                    percentage=int(msg.event.fraction * 100),
+                    cancellable=True,
+                ),
+            )
 
     def _on_job_finished(self, msg: p.JobFinished) -> None:
         job = self.jobs.get(msg.job.id)
@@ -268,10 +334,15 @@ class KernelBrainServer(LanguageServer):
         if result is not None:
             self.results.put(result.file, result.kernel, result)
         if job.token is not None:
-            self.work_done_progress.end(job.token, types.WorkDoneProgressEnd(message=self._summary(msg)))
+            self.work_done_progress.end(
+                job.token, types.WorkDoneProgressEnd(message=self._summary(msg))
+            )
             self.token_jobs.pop(job.token, None)
         if msg.job.state == "failed":
-            self.tell(f"KernelBrain: optimizing `{job.kernel}` failed: {msg.job.error}", types.MessageType.Error)
+            self.tell(
+                f"KernelBrain: optimizing `{job.kernel}` failed: {msg.job.error}",
+                types.MessageType.Error,
+            )
         else:
             self.tell(f"KernelBrain: {self._summary(msg)}")
         state = self.files.get(job.uri)
@@ -303,12 +374,15 @@ class KernelBrainServer(LanguageServer):
         current = self.current_text(uri) if uri else None
         if not path or current is None:
             return path, current, None
-        offer = next((o for o in self.results.offers(path, kernel, current) if o.variant.id == variant_id), None)
+        offer = next(
+            (o for o in self.results.offers(path, kernel, current) if o.variant.id == variant_id),
+            None,
+        )
         return path, current, offer
 
     # -- profiles ---------------------------------------------------------------------------
     def profile_share(self, path: str, kernel: str) -> str | None:
-        """"31% of GPU time in train.py" from the latest `kernelbrain profile` that ran this kernel."""
+        """ "31% of GPU time in train.py" from the latest `kernelbrain profile` that ran this kernel."""
         key = (os.path.realpath(path), kernel)
         if key not in self._profile_cache:
             self._profile_cache[key] = _lookup_profile(path, kernel)
@@ -360,13 +434,18 @@ class KernelBrainServer(LanguageServer):
             self.watcher.start()
         except Exception as exc:  # e.g. inotify watch limit reached
             self.watcher = None
-            self.tell_once("watcher", f"KernelBrain cannot watch the workspace for changes on disk: {exc}",
-                           types.MessageType.Warning)
+            self.tell_once(
+                "watcher",
+                f"KernelBrain cannot watch the workspace for changes on disk: {exc}",
+                types.MessageType.Warning,
+            )
 
     def apply_settings(self, raw) -> None:
         self.settings, problems = parse_settings(raw, self.settings)
         for problem in problems:
-            self.tell_once(f"setting:{problem}", f"KernelBrain: {problem}", types.MessageType.Warning)
+            self.tell_once(
+                f"setting:{problem}", f"KernelBrain: {problem}", types.MessageType.Warning
+            )
 
     async def pull_settings(self) -> None:
         caps = self.client_capabilities.workspace
@@ -374,7 +453,8 @@ class KernelBrainServer(LanguageServer):
             return
         try:
             items = await self.workspace_configuration_async(
-                types.ConfigurationParams(items=[types.ConfigurationItem(section="kernelbrain")]))
+                types.ConfigurationParams(items=[types.ConfigurationItem(section="kernelbrain")])
+            )
         except Exception as exc:
             log.warning("workspace/configuration failed: %s", exc)
             return
@@ -397,15 +477,34 @@ def _lookup_profile(path: str, kernel: str) -> dict | None:
 
 
 def create_server() -> KernelBrainServer:
-    from .features import (code_actions, code_lens, commands, diagnostics, hover, lifecycle, requests,
-                           workspace_kernels)
+    from .features import (
+        code_actions,
+        code_lens,
+        commands,
+        diagnostics,
+        hover,
+        lifecycle,
+        requests,
+        workspace_kernels,
+    )
 
     server = KernelBrainServer()
-    for feature in (lifecycle, diagnostics, code_lens, code_actions, hover, commands, workspace_kernels, requests):
+    for feature in (
+        lifecycle,
+        diagnostics,
+        code_lens,
+        code_actions,
+        hover,
+        commands,
+        workspace_kernels,
+        requests,
+    ):
         feature.register(server)
     return server
 
 
 def serve() -> None:
-    logging.basicConfig(level=os.environ.get("KERNELBRAIN_LOG", "WARNING").upper(), format="%(name)s: %(message)s")
+    logging.basicConfig(
+        level=os.environ.get("KERNELBRAIN_LOG", "WARNING").upper(), format="%(name)s: %(message)s"
+    )
     create_server().start_io()

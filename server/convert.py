@@ -27,7 +27,10 @@ class Positions:
             try:
                 return self._doc.position_codec.range_to_client_units(
                     self._lines,
-                    ServerTextRange(ServerTextPosition(span.line, span.col), ServerTextPosition(span.end_line, span.end_col)),
+                    ServerTextRange(
+                        ServerTextPosition(span.line, span.col),
+                        ServerTextPosition(span.end_line, span.end_col),
+                    ),
                 )
             except (IndexError, ValueError):
                 pass

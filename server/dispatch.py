@@ -16,9 +16,13 @@ import logging
 from concurrent.futures import Future
 from typing import Any
 
-from pygls.exceptions import JsonRpcException, JsonRpcInternalError, JsonRpcInvalidParams
 from lsprotocol.types import ResponseErrorMessage
-from pygls.protocol.json_rpc import JsonRPCNotification, JsonRPCRequestMessage, JsonRPCResponseMessage
+from pygls.exceptions import JsonRpcException, JsonRpcInternalError, JsonRpcInvalidParams
+from pygls.protocol.json_rpc import (
+    JsonRPCNotification,
+    JsonRPCRequestMessage,
+    JsonRPCResponseMessage,
+)
 from pygls.protocol.language_server import LanguageServerProtocol
 
 log = logging.getLogger("kernelbrain.server.dispatch")
@@ -54,6 +58,7 @@ def guarded(fn, name: str):
         return JsonRpcInternalError(message=text)
 
     if asyncio.iscoroutinefunction(fn):
+
         @functools.wraps(fn)
         async def run_async(*args, **kwargs):
             try:
@@ -91,15 +96,21 @@ class AnsweringProtocol(LanguageServerProtocol):
                 if "error" in data:
                     return self._converter.structure(data, ResponseErrorMessage)
                 if method is not None:
-                    return self._converter.structure(data, self.get_message_type(method) or JsonRPCRequestMessage)
+                    return self._converter.structure(
+                        data, self.get_message_type(method) or JsonRPCRequestMessage
+                    )
                 kind = self._result_types.pop(data["id"], None) or JsonRPCResponseMessage
                 return self._converter.structure(data, kind)
-            return self._converter.structure(data, self.get_message_type(method or "") or JsonRPCNotification)
+            return self._converter.structure(
+                data, self.get_message_type(method or "") or JsonRPCNotification
+            )
         except Exception as exc:
             first = (str(exc).splitlines() or [type(exc).__name__])[0]
             log.warning("params of %r do not fit: %s", data.get("method"), first)
             if "id" in data and "method" in data:
-                error = JsonRpcInvalidParams(message=f"invalid params for {data['method']!r}: {first}"[:MAX_ERROR_CHARS])
+                error = JsonRpcInvalidParams(
+                    message=f"invalid params for {data['method']!r}: {first}"[:MAX_ERROR_CHARS]
+                )
                 self._send_response(data["id"], error=error.to_response_error())
             return ANSWERED
 

@@ -24,8 +24,12 @@ class EngineUnavailable(Exception):
 
 
 class EngineBridge:
-    def __init__(self, on_progress: Callable[[p.JobProgress], None], on_finished: Callable[[p.JobFinished], None],
-                 on_restart: Callable[[str], None]):
+    def __init__(
+        self,
+        on_progress: Callable[[p.JobProgress], None],
+        on_finished: Callable[[p.JobFinished], None],
+        on_restart: Callable[[str], None],
+    ):
         self.on_progress = on_progress
         self.on_finished = on_finished
         self.on_restart = on_restart
@@ -43,11 +47,17 @@ class EngineBridge:
             if self._alive():
                 return self._client  # type: ignore[return-value]
             if self._starts:
-                self.on_restart("the KernelBrain engine process stopped; it was restarted (running searches were lost)")
+                self.on_restart(
+                    "the KernelBrain engine process stopped; it was restarted (running searches were lost)"
+                )
             self._starts += 1
             client = JsonRPCClient()
-            client.feature(p.JOB_PROGRESS)(lambda params: self._safe(self.on_progress, params, p.JobProgress))
-            client.feature(p.JOB_FINISHED)(lambda params: self._safe(self.on_finished, params, p.JobFinished))
+            client.feature(p.JOB_PROGRESS)(
+                lambda params: self._safe(self.on_progress, params, p.JobProgress)
+            )
+            client.feature(p.JOB_FINISHED)(
+                lambda params: self._safe(self.on_finished, params, p.JobFinished)
+            )
             await client.start_io(sys.executable, "-m", "kernelbrain.engine.agent")
             asyncio.get_running_loop().create_task(self._drain(client))
             hello = p.unpack(await client.protocol.send_request_async(p.HELLO, {}), p.Hello)

@@ -42,6 +42,9 @@ def rebase(original: str, variant: str, current: str) -> Rebased:
             continue
         rows = [mapping.get(k) for k in range(i1, i2)]
         if any(r is None for r in rows) or rows != list(range(rows[0], rows[0] + len(rows))):
-            return Rebased(None, f"lines {i1 + 1}-{i2} (the code this variant rewrites) changed since the search")
-        out[rows[0]:rows[-1] + 1] = b[j1:j2]
+            return Rebased(
+                None,
+                f"lines {i1 + 1}-{i2} (the code this variant rewrites) changed since the search",
+            )
+        out[rows[0] : rows[-1] + 1] = b[j1:j2]
     return Rebased("".join(out))

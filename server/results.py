@@ -71,7 +71,9 @@ def _functions(source: str) -> dict[str, str] | None:
         tree = ast.parse(source)
     except SyntaxError:
         return None
-    return {n.name: ast.dump(n) for n in tree.body if isinstance(n, (ast.FunctionDef, ast.ClassDef))}
+    return {
+        n.name: ast.dump(n) for n in tree.body if isinstance(n, (ast.FunctionDef, ast.ClassDef))
+    }
 
 
 def changed_functions(original: str, current: str, names: list[str]) -> list[str]:

@@ -41,7 +41,9 @@ def parse_settings(raw: Any, current: Settings | None = None) -> tuple[Settings,
     base = msgspec.structs.asdict(current or Settings())
     problems: list[str] = []
     if not isinstance(raw, dict):
-        return Settings(**base), ([] if raw is None else [f"settings must be an object, got {type(raw).__name__}"])
+        return Settings(**base), (
+            [] if raw is None else [f"settings must be an object, got {type(raw).__name__}"]
+        )
     for key, value in raw.items():
         snake = "".join("_" + c.lower() if c.isupper() else c for c in key)
         if snake not in base:
@@ -50,7 +52,9 @@ def parse_settings(raw: Any, current: Settings | None = None) -> tuple[Settings,
         try:
             _check(msgspec.convert(trial, Settings))
         except (msgspec.ValidationError, ValueError) as exc:
-            problems.append(f"setting `{key}` = {value!r} is invalid ({exc}); using {base[snake]!r}")
+            problems.append(
+                f"setting `{key}` = {value!r} is invalid ({exc}); using {base[snake]!r}"
+            )
             continue
         base = trial
     return msgspec.convert(base, Settings), problems

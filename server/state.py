@@ -35,7 +35,9 @@ class WorkspaceIndex:
     def __init__(self) -> None:
         self._files: dict[str, FileState] = {}
 
-    def analyse(self, uri: str, path: str, source: str, version: int | None, open_: bool) -> FileState:
+    def analyse(
+        self, uri: str, path: str, source: str, version: int | None, open_: bool
+    ) -> FileState:
         old = self._files.get(uri)
         if old is not None and old.index.source_hash == source_hash(source):
             state = FileState(uri, path, version, old.index, old.findings, open_)

@@ -21,7 +21,9 @@ log = logging.getLogger(__name__)
 
 def is_watched(path: str) -> bool:
     p = Path(path)
-    return p.suffix == ".py" and not any(part in SKIP_DIRS or part.startswith(".") for part in p.parts[:-1])
+    return p.suffix == ".py" and not any(
+        part in SKIP_DIRS or part.startswith(".") for part in p.parts[:-1]
+    )
 
 
 class _Handler(FileSystemEventHandler):
@@ -44,7 +46,9 @@ class _Handler(FileSystemEventHandler):
 class WorkspaceWatcher:
     """Recursive watch of the workspace folders; calls `on_change(path)` on the event loop."""
 
-    def __init__(self, roots: list[str], loop: asyncio.AbstractEventLoop, on_change: Callable[[str], None]):
+    def __init__(
+        self, roots: list[str], loop: asyncio.AbstractEventLoop, on_change: Callable[[str], None]
+    ):
         self._observer = Observer()
         self._observer.daemon = True
         handler = _Handler(loop, on_change)

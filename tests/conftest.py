@@ -30,7 +30,9 @@ def private_cache(tmp_path: Path, monkeypatch) -> Path:
 def cache_entries(folder: Path) -> set[str]:
     """Triton's cache keeps one folder per compiled kernel specialisation (with its cubin), and
     others for the C launchers and driver helpers a GPU process builds once per signature."""
-    return {p.name for p in folder.iterdir() if any(p.glob("*.cubin"))} if folder.is_dir() else set()
+    return (
+        {p.name for p in folder.iterdir() if any(p.glob("*.cubin"))} if folder.is_dir() else set()
+    )
 
 
 def pytest_collection_modifyitems(config, items):

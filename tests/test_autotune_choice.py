@@ -8,7 +8,7 @@ import os
 import subprocess
 import sys
 
-SCRIPT = r'''
+SCRIPT = r"""
 import json
 import torch
 import triton
@@ -41,12 +41,14 @@ print(json.dumps({"seen": seen, "cache": [list(k) for k in add_one.cache],
                   "picks_kept": add_one.cache.get(("earlier-key",)) is sentinel,
                   "do_bench_back": ("do_bench" in add_one.__dict__) == own_bench,
                   "cache_results": add_one.cache_results}))
-'''
+"""
 
 
 def test_choice_runs_the_asked_configuration_and_restores_the_tuner():
     env = dict(os.environ, TRITON_INTERPRET="1")
-    done = subprocess.run([sys.executable, "-c", SCRIPT], env=env, capture_output=True, text=True, timeout=300)
+    done = subprocess.run(
+        [sys.executable, "-c", SCRIPT], env=env, capture_output=True, text=True, timeout=300
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     out = json.loads(done.stdout.strip().splitlines()[-1])
     # configuration `want` ran (its BLOCK is added), cycling past the last; three were kept. Nothing

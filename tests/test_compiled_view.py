@@ -5,14 +5,14 @@ from __future__ import annotations
 
 import pytest
 
-from kernelbrain.engine.evaluate.pool import WorkerPool
-from kernelbrain.engine.evaluate.compiled import sass_facts
 from kernelbrain.engine.api.compiled_view import CompiledViewRequest, summary
+from kernelbrain.engine.evaluate.compiled import sass_facts
+from kernelbrain.engine.evaluate.pool import WorkerPool
 from kernelbrain.engine.profile.view import CompiledViewService
 
 from .conftest import EXAMPLES
 
-COPY = '''import triton
+COPY = """import triton
 import triton.language as tl
 
 @triton.jit
@@ -22,7 +22,7 @@ def copy_kernel(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
 
 def run(x, out):
     copy_kernel[(1,)](x, out, x.numel(), BLOCK=1024)
-'''
+"""
 
 
 @pytest.fixture(scope="module")
@@ -41,7 +41,9 @@ def test_128_bit_loads_only_where_alignment_allows(service, tmp_path):
     shifted = view(service, str(tmp_path / "b.py"), COPY.replace("SHIFT", "1"))
     assert aligned.source == "launch site" and "assumed" in aligned.note
     assert set(aligned.facts[0].global_load_bits) == {"128"}
-    assert "128" not in shifted.facts[0].global_load_bits and set(shifted.facts[0].global_load_bits) == {"32"}
+    assert "128" not in shifted.facts[0].global_load_bits and set(
+        shifted.facts[0].global_load_bits
+    ) == {"32"}
     assert "KB202" not in [f.code for f in aligned.findings]
 
 
@@ -49,8 +51,15 @@ def test_instructions_grow_with_the_elements_each_thread_handles(service, tmp_pa
     """A loop-free kernel's SASS is each thread's instruction stream: 4x the elements a thread,
     about 4x the instructions (what the cost model's issue floor reads)."""
     narrow = view(service, str(tmp_path / "a.py"), COPY.replace("SHIFT", "0"))
-    wide = view(service, str(tmp_path / "b.py"), COPY.replace("SHIFT", "0").replace("BLOCK=1024)", "BLOCK=4096)"))
-    assert 0 < narrow.facts[0].instructions and 2.5 * narrow.facts[0].instructions < wide.facts[0].instructions
+    wide = view(
+        service,
+        str(tmp_path / "b.py"),
+        COPY.replace("SHIFT", "0").replace("BLOCK=1024)", "BLOCK=4096)"),
+    )
+    assert (
+        0 < narrow.facts[0].instructions
+        and 2.5 * narrow.facts[0].instructions < wide.facts[0].instructions
+    )
     assert f"{wide.facts[0].instructions} SASS instructions" in summary(wide)  # the hover's line
 
 
@@ -63,7 +72,10 @@ def test_loop_instructions_are_those_between_a_backward_branch_and_its_target(se
     draft = draft_view.facts[0]
     assert copy.instructions > 0 and copy.loop_instructions == 0
     assert 0.5 * draft.instructions < draft.loop_instructions < draft.instructions
-    assert f"{draft.instructions} SASS instructions ({draft.loop_instructions} in loops)" in summary(draft_view)
+    assert (
+        f"{draft.instructions} SASS instructions ({draft.loop_instructions} in loops)"
+        in summary(draft_view)
+    )
 
 
 # cuobjdump -sass as it prints sm_90 code: a forward branch over the loop, a four-instruction loop
@@ -82,17 +94,31 @@ SASS = """
 
 def test_sass_loop_bodies_are_the_span_of_backward_branches():
     *_, instructions, in_loops = sass_facts(SASS)
-    assert (instructions, in_loops) == (7, 3)  # NOPs count in neither; forward and self branches open no loop
+    assert (instructions, in_loops) == (
+        7,
+        3,
+    )  # NOPs count in neither; forward and self branches open no loop
 
 
 def test_spills_when_maxnreg_forces_them(service, tmp_path):
-    source = (EXAMPLES / "ops" / "softmax.py").read_text().replace("BLOCK_SIZE=1024)", "BLOCK_SIZE=8192, num_warps=4)")
+    source = (
+        (EXAMPLES / "ops" / "softmax.py")
+        .read_text()
+        .replace("BLOCK_SIZE=1024)", "BLOCK_SIZE=8192, num_warps=4)")
+    )
     free = view(service, str(tmp_path / "s.py"), source)
     capped = view(service, str(tmp_path / "s.py"), source, maxnreg=32)
     assert free.facts[0].n_spills == 0 and free.facts[0].n_regs > 32
-    assert capped.facts[0].n_regs <= 32 and capped.facts[0].n_spills > 0 and capped.facts[0].local_memory_ops > 0
+    assert (
+        capped.facts[0].n_regs <= 32
+        and capped.facts[0].n_spills > 0
+        and capped.facts[0].local_memory_ops > 0
+    )
     (kb201,) = [f for f in capped.findings if f.code == "KB201"]
-    assert f"{capped.facts[0].n_spills} bytes spilled per thread at BLOCK_SIZE=8192, num_warps=4" in kb201.message
+    assert (
+        f"{capped.facts[0].n_spills} bytes spilled per thread at BLOCK_SIZE=8192, num_warps=4"
+        in kb201.message
+    )
 
 
 def test_matmul_uses_tensor_cores_and_first_draft_gelu_loads_narrow(service):
@@ -107,7 +133,7 @@ def test_matmul_uses_tensor_cores_and_first_draft_gelu_loads_narrow(service):
 
 
 def test_fp32_ieee_dot_has_no_tensor_cores(service, tmp_path):
-    src = '''import triton
+    src = """import triton
 import triton.language as tl
 
 @triton.jit
@@ -119,7 +145,7 @@ def mm(a_ptr, b_ptr, c_ptr, B: tl.constexpr):
 
 def run(a, b, c):
     mm[(1,)](a, b, c, B=32)
-'''
+"""
     v = view(service, str(tmp_path / "mm.py"), src)
     assert v.facts[0].tensor_core_ops == 0
     assert "KB204" in [f.code for f in v.findings]

@@ -10,8 +10,13 @@ import msgspec
 import pytest
 
 from kernelbrain.engine.evaluate.messages import ArgSpec, CompiledFacts, LaunchRecord
-from kernelbrain.engine.search.cost_model import (DeviceModel, executed_instructions, kernel_shape, launch_time_us,
-                                                  tile_names)
+from kernelbrain.engine.search.cost_model import (
+    DeviceModel,
+    executed_instructions,
+    kernel_shape,
+    launch_time_us,
+    tile_names,
+)
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples" / "ops"
 COL_SUM = (EXAMPLES / "col_sum.py").read_text()
@@ -19,7 +24,8 @@ DEV = DeviceModel()
 FACTS = CompiledFacts("col_sum_kernel", True, n_regs=32, n_spills=0, shared_bytes=1024)
 
 COARSENED = COL_SUM.replace(
-    "BLOCK_N: tl.constexpr):", "BLOCK_N: tl.constexpr, ITERS: tl.constexpr):").replace(
+    "BLOCK_N: tl.constexpr):", "BLOCK_N: tl.constexpr, ITERS: tl.constexpr):"
+).replace(
     """    pid_m = tl.program_id(1)
     rows = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
     cols = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
@@ -32,18 +38,34 @@ COARSENED = COL_SUM.replace(
         cols = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
         mask = (rows[:, None] < n_rows) & (cols[None, :] < n_cols)
         acc += tl.load(x_ptr + rows[:, None] * stride_row + cols[None, :], mask=mask, other=0.0).to(tl.float32)
-    partial = tl.sum(acc, axis=0)""")
+    partial = tl.sum(acc, axis=0)""",
+)
 
 
-def col_sum_us(source: str, rows: int, cols: int, bm: int, bn: int, iters: int | None = None,
-               facts: CompiledFacts = FACTS, warps: int = 4, dev: DeviceModel = DEV, stages: int = 3,
-               grid: tuple[int, int] | None = None) -> float:
+def col_sum_us(
+    source: str,
+    rows: int,
+    cols: int,
+    bm: int,
+    bn: int,
+    iters: int | None = None,
+    facts: CompiledFacts = FACTS,
+    warps: int = 4,
+    dev: DeviceModel = DEV,
+    stages: int = 3,
+    grid: tuple[int, int] | None = None,
+) -> float:
     """The estimate of one col_sum launch; the grid, unless given, has a program per ITERS blocks."""
     consts = {"BLOCK_M": bm, "BLOCK_N": bn} | ({"ITERS": iters} if iters else {})
-    args = [ArgSpec("x_ptr", "ptr", "bf16", numel=rows * cols, nbytes=2 * rows * cols, shape=[rows, cols]),
-            ArgSpec("out_ptr", "ptr", "fp32", numel=cols, nbytes=4 * cols, shape=[cols]),
-            ArgSpec("n_rows", "int", "i32", rows), ArgSpec("n_cols", "int", "i32", cols),
-            ArgSpec("stride_row", "int", "i32", cols)] + [ArgSpec(k, "constexpr", value=v) for k, v in consts.items()]
+    args = [
+        ArgSpec(
+            "x_ptr", "ptr", "bf16", numel=rows * cols, nbytes=2 * rows * cols, shape=[rows, cols]
+        ),
+        ArgSpec("out_ptr", "ptr", "fp32", numel=cols, nbytes=4 * cols, shape=[cols]),
+        ArgSpec("n_rows", "int", "i32", rows),
+        ArgSpec("n_cols", "int", "i32", cols),
+        ArgSpec("stride_row", "int", "i32", cols),
+    ] + [ArgSpec(k, "constexpr", value=v) for k, v in consts.items()]
     grid = grid or (-(-cols // bn), -(-rows // (bm * (iters or 1))))
     rec = LaunchRecord("col_sum_kernel", grid, args, warps, stages)
     shape = kernel_shape(source, "col_sum_kernel", consts)
@@ -66,10 +88,15 @@ def test_an_atomic_issued_by_more_lanes_costs_more():
     the programs) at 4 warps 1.75x / 1.08x, at 8 warps 1.03x / 0.61x."""
     first = col_sum_us(COL_SUM, 16384, 4096, 32, 64)
     assert first / col_sum_us(COL_SUM, 16384, 4096, 32, 64, warps=8) < 0.7
-    square, wide = col_sum_us(COL_SUM, 16384, 4096, 64, 64), col_sum_us(COL_SUM, 16384, 4096, 32, 128)
+    square, wide = (
+        col_sum_us(COL_SUM, 16384, 4096, 64, 64),
+        col_sum_us(COL_SUM, 16384, 4096, 32, 128),
+    )
     assert first / square > 1.5 and first / wide < 1.2
     assert col_sum_us(COL_SUM, 16384, 4096, 64, 64, warps=8) > square * 1.5
-    assert col_sum_us(COL_SUM, 16384, 4096, 32, 16, warps=2) <= col_sum_us(COL_SUM, 16384, 4096, 32, 16)  # 64 lanes
+    assert col_sum_us(COL_SUM, 16384, 4096, 32, 16, warps=2) <= col_sum_us(
+        COL_SUM, 16384, 4096, 32, 16
+    )  # 64 lanes
 
 
 def test_register_spills_cost_a_bounded_share_of_the_stream():
@@ -79,8 +106,9 @@ def test_register_spills_cost_a_bounded_share_of_the_stream():
     spilling = CompiledFacts("col_sum_kernel", True, n_regs=255, n_spills=2000, shared_bytes=0)
     clean = CompiledFacts("col_sum_kernel", True, n_regs=255, n_spills=0, shared_bytes=0)
     dev = dataclasses.replace(DEV, spill_traffic=0.0)
-    ratio = col_sum_us(COARSENED, 16384, 4096, 64, 64, iters=16, facts=spilling, dev=dev) / \
-        col_sum_us(COARSENED, 16384, 4096, 64, 64, iters=16, facts=clean, dev=dev)
+    ratio = col_sum_us(
+        COARSENED, 16384, 4096, 64, 64, iters=16, facts=spilling, dev=dev
+    ) / col_sum_us(COARSENED, 16384, 4096, 64, 64, iters=16, facts=clean, dev=dev)
     assert 1.05 < ratio <= 1.2 + 1e-9
 
 
@@ -88,6 +116,7 @@ def test_heavy_spills_move_their_own_bytes():
     """H200 softmax, 1024x32768 (run AU): a single-pass row held by 2 warps spilled 2,848
     registers and ran at 0.20x the first draft, by 1 warp 4,960 and 0.13x; the bounded charge
     alone estimated 1.67x."""
+
     def us(spills: int, dev: DeviceModel = DEV) -> float:
         facts = CompiledFacts("col_sum_kernel", True, n_regs=32, n_spills=spills, shared_bytes=0)
         return col_sum_us(COARSENED, 16384, 4096, 64, 64, iters=16, facts=facts, warps=2, dev=dev)
@@ -123,7 +152,9 @@ def test_unrolled_loop_is_not_a_runtime_loop_and_its_loads_are_in_flight_togethe
     shape = kernel_shape(COARSENED, "col_sum_kernel", {"BLOCK_M": 32, "BLOCK_N": 64, "ITERS": 4})
     assert shape.loops == 0 and shape.unrolled == [("ITERS", 1)] and shape.trips == []
     assert shape.contiguous == ["BLOCK_N"] and shape.atomic_calls == 1
-    softmax = kernel_shape((EXAMPLES / "softmax.py").read_text(), "softmax_kernel", {"BLOCK_SIZE": 1024})
+    softmax = kernel_shape(
+        (EXAMPLES / "softmax.py").read_text(), "softmax_kernel", {"BLOCK_SIZE": 1024}
+    )
     assert softmax.loops == 3 and softmax.trips == [("n_cols", "BLOCK_SIZE")] * 3
 
 
@@ -165,28 +196,78 @@ def test_matmul_tile_efficiency_reads_the_tiles_not_the_matrix_sizes():
 
     def us(bm: int, bn: int, bk: int, warps: int) -> float:
         consts = {"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk}
-        mat = [ArgSpec(p, "ptr", "bf16", numel=n * n, nbytes=2 * n * n, shape=[n, n]) for p in ("a_ptr", "b_ptr", "c_ptr")]
-        ints = [ArgSpec(k, "int", "i32", v) for k, v in [("M", n), ("N", n), ("K", n), ("stride_am", n), ("stride_ak", 1),
-                                                         ("stride_bk", n), ("stride_bn", 1), ("stride_cm", n), ("stride_cn", 1)]]
-        rec = LaunchRecord("matmul_kernel", (n // bm, n // bn), mat + ints + [ArgSpec(k, "constexpr", value=v)
-                                                                             for k, v in consts.items()], warps, 3)
-        facts = CompiledFacts("matmul_kernel", True, n_regs=128, n_spills=0, shared_bytes=3 * (bm + bn) * bk * 2)
+        mat = [
+            ArgSpec(p, "ptr", "bf16", numel=n * n, nbytes=2 * n * n, shape=[n, n])
+            for p in ("a_ptr", "b_ptr", "c_ptr")
+        ]
+        ints = [
+            ArgSpec(k, "int", "i32", v)
+            for k, v in [
+                ("M", n),
+                ("N", n),
+                ("K", n),
+                ("stride_am", n),
+                ("stride_ak", 1),
+                ("stride_bk", n),
+                ("stride_bn", 1),
+                ("stride_cm", n),
+                ("stride_cn", 1),
+            ]
+        ]
+        rec = LaunchRecord(
+            "matmul_kernel",
+            (n // bm, n // bn),
+            mat + ints + [ArgSpec(k, "constexpr", value=v) for k, v in consts.items()],
+            warps,
+            3,
+        )
+        facts = CompiledFacts(
+            "matmul_kernel", True, n_regs=128, n_spills=0, shared_bytes=3 * (bm + bn) * bk * 2
+        )
         shape = kernel_shape(source, "matmul_kernel", consts)
-        return launch_time_us(rec, facts, shape, tile_names(source, "matmul_kernel"), DEV, 100 * 2 * n ** 3)
+        return launch_time_us(
+            rec, facts, shape, tile_names(source, "matmul_kernel"), DEV, 100 * 2 * n**3
+        )
 
     assert us(64, 64, 32, 4) > 2.0 * us(128, 256, 64, 8)
 
 
-def matmul_us(source: str, n: int, bk: int, stages: int, flops_scale: int = 1, bm: int = 128, bn: int = 256) -> float:
+def matmul_us(
+    source: str, n: int, bk: int, stages: int, flops_scale: int = 1, bm: int = 128, bn: int = 256
+) -> float:
     consts = {"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk}
-    mat = [ArgSpec(p, "ptr", "bf16", numel=n * n, nbytes=2 * n * n, shape=[n, n]) for p in ("a_ptr", "b_ptr", "c_ptr")]
-    ints = [ArgSpec(k, "int", "i32", v) for k, v in [("M", n), ("N", n), ("K", n), ("stride_am", n), ("stride_ak", 1),
-                                                     ("stride_bk", n), ("stride_bn", 1), ("stride_cm", n), ("stride_cn", 1)]]
-    rec = LaunchRecord("matmul_kernel", (n // bm, n // bn), mat + ints + [ArgSpec(k, "constexpr", value=v)
-                                                                           for k, v in consts.items()], 8, stages)
-    facts = CompiledFacts("matmul_kernel", True, n_regs=168, n_spills=0, shared_bytes=stages * (bm + bn) * bk * 2)
+    mat = [
+        ArgSpec(p, "ptr", "bf16", numel=n * n, nbytes=2 * n * n, shape=[n, n])
+        for p in ("a_ptr", "b_ptr", "c_ptr")
+    ]
+    ints = [
+        ArgSpec(k, "int", "i32", v)
+        for k, v in [
+            ("M", n),
+            ("N", n),
+            ("K", n),
+            ("stride_am", n),
+            ("stride_ak", 1),
+            ("stride_bk", n),
+            ("stride_bn", 1),
+            ("stride_cm", n),
+            ("stride_cn", 1),
+        ]
+    ]
+    rec = LaunchRecord(
+        "matmul_kernel",
+        (n // bm, n // bn),
+        mat + ints + [ArgSpec(k, "constexpr", value=v) for k, v in consts.items()],
+        8,
+        stages,
+    )
+    facts = CompiledFacts(
+        "matmul_kernel", True, n_regs=168, n_spills=0, shared_bytes=stages * (bm + bn) * bk * 2
+    )
     shape = kernel_shape(source, "matmul_kernel", consts)
-    return launch_time_us(rec, facts, shape, tile_names(source, "matmul_kernel"), DEV, flops_scale * 2 * n ** 3)
+    return launch_time_us(
+        rec, facts, shape, tile_names(source, "matmul_kernel"), DEV, flops_scale * 2 * n**3
+    )
 
 
 def test_matmul_pipelining_is_the_k_extent_in_flight():
@@ -200,14 +281,19 @@ def test_matmul_pipelining_is_the_k_extent_in_flight():
     # is the pipelining factor alone
     launch = DEV.launch_us
     assert (s4 - launch) / (s5 - launch) == pytest.approx(
-        (matmul_us(source, 4096, 32, 4, 100) - launch) / (matmul_us(source, 4096, 32, 5, 100) - launch), rel=1e-6)
+        (matmul_us(source, 4096, 32, 4, 100) - launch)
+        / (matmul_us(source, 4096, 32, 5, 100) - launch),
+        rel=1e-6,
+    )
 
 
 def test_one_prefetched_matmul_tile_and_tall_tiles_cost():
     """H200 4096^3 (run Z): 128x256 tiles with BLOCK_K 128 at 2 stages ran 1.32-1.48x the first
     draft, 32 at 5 stages 2.15x, 64 at 3 stages 2.11x; 256x128 tiles 0.78-0.93x their transpose."""
     source = (EXAMPLES / "matmul.py").read_text()
-    s5, k128_s2, k64_s3 = (matmul_us(source, 4096, bk, st) for bk, st in [(32, 5), (128, 2), (64, 3)])
+    s5, k128_s2, k64_s3 = (
+        matmul_us(source, 4096, bk, st) for bk, st in [(32, 5), (128, 2), (64, 3)]
+    )
     assert k128_s2 > 1.2 * s5 and k128_s2 > 1.2 * k64_s3
     assert matmul_us(source, 4096, 32, 5, bm=256, bn=128) > 1.1 * s5
 
@@ -221,11 +307,21 @@ def test_exponentials_per_element_bound_a_streaming_loop():
     task, source = example("cross_entropy")
     lane, block = propose("online-softmax", task, source)
     rows, cols = 4096, 32768
-    args = [ArgSpec("logits_ptr", "ptr", "bf16", numel=rows * cols, nbytes=2 * rows * cols, shape=[rows, cols]),
-            ArgSpec("target_ptr", "ptr", "i64", numel=rows, nbytes=8 * rows, shape=[rows]),
-            ArgSpec("loss_ptr", "ptr", "fp32", numel=rows, nbytes=4 * rows, shape=[rows]),
-            ArgSpec("stride_row", "int", "i32", cols), ArgSpec("n_cols", "int", "i32", cols),
-            ArgSpec("BLOCK_SIZE", "constexpr", value=1024)]
+    args = [
+        ArgSpec(
+            "logits_ptr",
+            "ptr",
+            "bf16",
+            numel=rows * cols,
+            nbytes=2 * rows * cols,
+            shape=[rows, cols],
+        ),
+        ArgSpec("target_ptr", "ptr", "i64", numel=rows, nbytes=8 * rows, shape=[rows]),
+        ArgSpec("loss_ptr", "ptr", "fp32", numel=rows, nbytes=4 * rows, shape=[rows]),
+        ArgSpec("stride_row", "int", "i32", cols),
+        ArgSpec("n_cols", "int", "i32", cols),
+        ArgSpec("BLOCK_SIZE", "constexpr", value=1024),
+    ]
     rec = LaunchRecord("cross_entropy_kernel", (rows,), args, 4, 3)
     facts = CompiledFacts("cross_entropy_kernel", True, n_regs=40, n_spills=0, shared_bytes=64)
 
@@ -254,13 +350,19 @@ def test_one_gathered_element_is_no_pass_over_the_row():
 
     task, source = example("cross_entropy")
     assert kernel_shape(source, "cross_entropy_kernel", {"BLOCK_SIZE": 1024}).passes == {  # type: ignore[union-attr]
-        "logits_ptr": 2, "target_ptr": 1}  # the first draft's two loops
+        "logits_ptr": 2,
+        "target_ptr": 1,
+    }  # the first draft's two loops
     for online in propose("online-softmax", task, source):
         assert kernel_shape(online.source, "cross_entropy_kernel", {"BLOCK_SIZE": 1024}).passes == {  # type: ignore
-            "logits_ptr": 1, "target_ptr": 1}
+            "logits_ptr": 1,
+            "target_ptr": 1,
+        }
     single = _softmax_rewrite("single-pass")
     shape = kernel_shape(single, "softmax_kernel", {"BLOCK_SIZE": 4096, "ONE_PASS": True})
-    assert shape is not None and shape.loops == 0 and shape.passes == {"x_ptr": 1}  # a whole row: a pass
+    assert (
+        shape is not None and shape.loops == 0 and shape.passes == {"x_ptr": 1}
+    )  # a whole row: a pass
 
 
 def test_a_host_sync_costs_more_than_the_launches_that_replace_it():
@@ -270,9 +372,22 @@ def test_a_host_sync_costs_more_than_the_launches_that_replace_it():
     from kernelbrain.engine.search.cost_model import case_time_us
 
     synced = CaseLaunches("c", [], host_ops={"max": 1, "min": 1, "_local_scalar_dense": 2})
-    asserted = CaseLaunches("c", [], host_ops={"max": 1, "min": 1, "lt": 1, "ge": 1, "logical_or": 1,
-                                               "logical_not": 1, "_assert_async": 1})
-    saved = case_time_us(synced, {}, "", {}, DEV, None) - case_time_us(asserted, {}, "", {}, DEV, None)
+    asserted = CaseLaunches(
+        "c",
+        [],
+        host_ops={
+            "max": 1,
+            "min": 1,
+            "lt": 1,
+            "ge": 1,
+            "logical_or": 1,
+            "logical_not": 1,
+            "_assert_async": 1,
+        },
+    )
+    saved = case_time_us(synced, {}, "", {}, DEV, None) - case_time_us(
+        asserted, {}, "", {}, DEV, None
+    )
     assert 40 <= saved <= 60
 
 
@@ -287,19 +402,36 @@ def test_checks_on_a_side_stream_are_hidden_behind_the_kernel():
 
     mutators = load_mutators()
     task = find_task(EXAMPLES / "cross_entropy.py", "cross_entropy_kernel")
-    asserted = list(mutators["host-sync"].propose(MutationContext(task, (EXAMPLES / "cross_entropy.py").read_text())))[-1].source
-    overlapped = next(iter(mutators["overlap-checks"].propose(MutationContext(task, asserted)))).source
+    asserted = list(
+        mutators["host-sync"].propose(
+            MutationContext(task, (EXAMPLES / "cross_entropy.py").read_text())
+        )
+    )[-1].source
+    overlapped = next(
+        iter(mutators["overlap-checks"].propose(MutationContext(task, asserted)))
+    ).source
     assert side_stream_launches(asserted) == 0 and side_stream_launches(overlapped) == 7
-    ops = {"max": 1, "min": 1, "lt": 1, "ge": 1, "logical_or": 1, "logical_not": 1, "_assert_async": 1}
+    ops = {
+        "max": 1,
+        "min": 1,
+        "lt": 1,
+        "ge": 1,
+        "logical_or": 1,
+        "logical_not": 1,
+        "_assert_async": 1,
+    }
     args = [ArgSpec("x_ptr", "ptr", "bf16", numel=1 << 27, nbytes=1 << 28, shape=[1 << 27])]
     rec = LaunchRecord("k", (4096,), args, 4, 3)
     case = CaseLaunches("c", [rec], host_ops=ops)
     source = "import triton\n@triton.jit\ndef k(x_ptr):\n    tl.load(x_ptr)\n"
-    with_kernel = case_time_us(case, {}, source + asserted, {}, DEV, None) - \
-        case_time_us(case, {}, source + overlapped, {}, DEV, None)
+    with_kernel = case_time_us(case, {}, source + asserted, {}, DEV, None) - case_time_us(
+        case, {}, source + overlapped, {}, DEV, None
+    )
     assert with_kernel == pytest.approx(7 * DEV.launch_us)
     alone = CaseLaunches("c", [], host_ops=ops)
-    assert case_time_us(alone, {}, overlapped, {}, DEV, None) == case_time_us(alone, {}, asserted, {}, DEV, None)
+    assert case_time_us(alone, {}, overlapped, {}, DEV, None) == case_time_us(
+        alone, {}, asserted, {}, DEV, None
+    )
 
 
 SOFTMAX = (EXAMPLES / "softmax.py").read_text()
@@ -312,14 +444,29 @@ def _softmax_rewrite(name: str, which: int = 0) -> str:
     return propose(name, *example("softmax"))[which].source
 
 
-def softmax_us(source: str, rows: int, cols: int, block: int, warps: int, facts: CompiledFacts,
-               dev: DeviceModel = DEV, **constexprs) -> float:
+def softmax_us(
+    source: str,
+    rows: int,
+    cols: int,
+    block: int,
+    warps: int,
+    facts: CompiledFacts,
+    dev: DeviceModel = DEV,
+    **constexprs,
+) -> float:
     """One launch of a softmax kernel over a bf16 rows x cols input, one program a row."""
     consts = {"BLOCK_SIZE": block} | constexprs
-    args = [ArgSpec("out_ptr", "ptr", "bf16", numel=rows * cols, nbytes=2 * rows * cols, shape=[rows, cols]),
-            ArgSpec("x_ptr", "ptr", "bf16", numel=rows * cols, nbytes=2 * rows * cols, shape=[rows, cols]),
-            ArgSpec("stride_x", "int", "i32", cols), ArgSpec("stride_out", "int", "i32", cols),
-            ArgSpec("n_cols", "int", "i32", cols)] + [ArgSpec(k, "constexpr", value=v) for k, v in consts.items()]
+    args = [
+        ArgSpec(
+            "out_ptr", "ptr", "bf16", numel=rows * cols, nbytes=2 * rows * cols, shape=[rows, cols]
+        ),
+        ArgSpec(
+            "x_ptr", "ptr", "bf16", numel=rows * cols, nbytes=2 * rows * cols, shape=[rows, cols]
+        ),
+        ArgSpec("stride_x", "int", "i32", cols),
+        ArgSpec("stride_out", "int", "i32", cols),
+        ArgSpec("n_cols", "int", "i32", cols),
+    ] + [ArgSpec(k, "constexpr", value=v) for k, v in consts.items()]
     rec = LaunchRecord("softmax_kernel", (rows,), args, warps, 3)
     shape = kernel_shape(source, "softmax_kernel", consts)
     assert shape is not None
@@ -332,13 +479,24 @@ def test_a_loop_issues_its_body_once_a_pass():
     4096-wide tiles at 8 warps (8 trips of 451) 50.4 us. ptxas unrolls: the first draft's three
     loops hold nine 128-bit loads (144 bytes a lane a pass over the bodies), so a lane's 1,536
     bytes of a 32768-wide row take 10.7 passes over them, not 32 x 3 trips."""
-    online = _softmax_rewrite("online-softmax", 1)  # a scalar running maximum: one exponential an element
+    online = _softmax_rewrite(
+        "online-softmax", 1
+    )  # a scalar running maximum: one exponential an element
 
-    def online_us(block: int, warps: int, instructions: int, loop_instructions: int, regs: int) -> float:
+    def online_us(
+        block: int, warps: int, instructions: int, loop_instructions: int, regs: int
+    ) -> float:
         loads = 2 * block // (32 * warps) // 8  # two loads of the tile, 8 bf16 to a 128-bit load
-        facts = CompiledFacts("softmax_kernel", True, n_regs=regs, n_spills=0, shared_bytes=64,
-                              instructions=instructions, loop_instructions=loop_instructions,
-                              global_load_bits={"128": loads})
+        facts = CompiledFacts(
+            "softmax_kernel",
+            True,
+            n_regs=regs,
+            n_spills=0,
+            shared_bytes=64,
+            instructions=instructions,
+            loop_instructions=loop_instructions,
+            global_load_bits={"128": loads},
+        )
         return softmax_us(online, 1024, 32768, block, warps, facts)
 
     narrow, wide = online_us(1024, 4, 290, 253, 26), online_us(4096, 8, 488, 451, 32)
@@ -348,10 +506,15 @@ def test_a_loop_issues_its_body_once_a_pass():
     draft = kernel_shape(SOFTMAX, "softmax_kernel", {"BLOCK_SIZE": 1024})
     assert draft is not None
     lane = 3 * 2 * 32768 / 128  # three passes over a bf16 row by 128 threads
-    unrolled = CompiledFacts("softmax_kernel", True, instructions=533, loop_instructions=311,
-                             global_load_bits={"128": 9})
-    assert executed_instructions(unrolled, draft, lane, 32) == pytest.approx(533 + 311 * (lane / 144 - 1))
-    rolled = msgspec.structs.replace(unrolled, global_load_bits={"128": 3})  # one 16-byte load a trip each
+    unrolled = CompiledFacts(
+        "softmax_kernel", True, instructions=533, loop_instructions=311, global_load_bits={"128": 9}
+    )
+    assert executed_instructions(unrolled, draft, lane, 32) == pytest.approx(
+        533 + 311 * (lane / 144 - 1)
+    )
+    rolled = msgspec.structs.replace(
+        unrolled, global_load_bits={"128": 3}
+    )  # one 16-byte load a trip each
     assert executed_instructions(rolled, draft, lane, 32) == pytest.approx(533 + 311 * 31)
     loop_free = msgspec.structs.replace(unrolled, loop_instructions=0)
     assert executed_instructions(loop_free, draft, lane, 32) == 533
@@ -366,14 +529,22 @@ def test_memory_and_issue_overlap_only_as_far_as_other_programs_stream():
     single = _softmax_rewrite("single-pass")
 
     def us(rows: int, cols: int, warps: int, instructions: int, regs: int) -> float:
-        facts = CompiledFacts("softmax_kernel", True, n_regs=regs, n_spills=0, shared_bytes=64,
-                              instructions=instructions)
+        facts = CompiledFacts(
+            "softmax_kernel",
+            True,
+            n_regs=regs,
+            n_spills=0,
+            shared_bytes=64,
+            instructions=instructions,
+        )
         return softmax_us(single, rows, cols, cols, warps, facts, ONE_PASS=True)
 
     assert 1.1 < us(16384, 4096, 16, 192, 23) / us(16384, 4096, 8, 292, 32) < 1.35
     alone = us(1024, 32768, 16, 936, 128)
     assert 1.25 < alone / us(1024, 32768, 16, 0, 128) < 1.6
-    assert us(16384, 4096, 8, 292, 32) == pytest.approx(us(16384, 4096, 8, 0, 32), rel=0.01)  # hidden
+    assert us(16384, 4096, 8, 292, 32) == pytest.approx(
+        us(16384, 4096, 8, 0, 32), rel=0.01
+    )  # hidden
 
 
 def test_a_re_read_misses_l2_once_the_resident_slices_do_not_fit():
@@ -387,10 +558,12 @@ def test_a_re_read_misses_l2_once_the_resident_slices_do_not_fit():
     assert softmax_us(online, 1024, 32768, 4096, 8, facts) > 0.95 * streamed + DEV.launch_us
     no_reuse = dataclasses.replace(DEV, l2_bytes=1)
     assert softmax_us(online, 1024, 32768, 4096, 8, facts, no_reuse) == pytest.approx(
-        softmax_us(online, 1024, 32768, 4096, 8, facts), rel=0.03)
+        softmax_us(online, 1024, 32768, 4096, 8, facts), rel=0.03
+    )
     # 256 programs of the same rows (16 MB resident) re-read from L2
-    assert softmax_us(online, 256, 32768, 4096, 8, facts) < 0.9 * softmax_us(online, 256, 32768, 4096, 8, facts,
-                                                                             no_reuse)
+    assert softmax_us(online, 256, 32768, 4096, 8, facts) < 0.9 * softmax_us(
+        online, 256, 32768, 4096, 8, facts, no_reuse
+    )
 
 
 def _own_columns_source() -> str:
@@ -416,11 +589,15 @@ def test_a_grid_under_one_wave_streams_at_what_its_programs_keep_in_flight():
     facts = CompiledFacts("col_sum_kernel", True, n_regs=99, n_spills=0, shared_bytes=2048)
 
     def own_us(rows: int, cols: int, dev: DeviceModel = DEV) -> float:
-        return col_sum_us(own, rows, cols, 256, 64, facts=facts, warps=8, dev=dev, stages=5, grid=(cols // 64, 1))
+        return col_sum_us(
+            own, rows, cols, 256, 64, facts=facts, warps=8, dev=dev, stages=5, grid=(cols // 64, 1)
+        )
 
     coarse = col_sum_us(COARSENED, 16384, 4096, 32, 64, iters=16)
     assert own_us(16384, 4096) < coarse * 1.25
-    assert own_us(65536, 1024) > 2.5 * own_us(16384, 4096)  # 16 programs cannot keep the stream busy
+    assert own_us(65536, 1024) > 2.5 * own_us(
+        16384, 4096
+    )  # 16 programs cannot keep the stream busy
     assert own_us(16384, 4096, dataclasses.replace(DEV, under_wave_exponent=0.25)) > coarse * 1.4
 
 
@@ -433,13 +610,24 @@ def test_a_streaming_loop_keeps_its_pipeline_stages_in_flight_and_an_sm_caps_its
     facts = CompiledFacts("col_sum_kernel", True, n_regs=126, n_spills=0, shared_bytes=64 * 1024)
 
     def own_us(stages: int, rows: int = 16384, cols: int = 4096, launch_stages: int = 3) -> float:
-        return col_sum_us(own.replace("num_stages=3)", f"num_stages={stages})"), rows, cols, 256, 64, facts=facts,
-                          warps=8, stages=launch_stages, grid=(cols // 64, 1))
+        return col_sum_us(
+            own.replace("num_stages=3)", f"num_stages={stages})"),
+            rows,
+            cols,
+            256,
+            64,
+            facts=facts,
+            warps=8,
+            stages=launch_stages,
+            grid=(cols // 64, 1),
+        )
 
     assert own_us(1) > 1.5 * own_us(3) and own_us(3) >= own_us(5)
     assert own_us(1, launch_stages=5) == own_us(1)
     plain = own.replace(", num_stages=3)", ")").replace("tl.range(", "range(")
-    assert col_sum_us(plain, 16384, 4096, 256, 64, facts=facts, warps=8, grid=(64, 1)) == pytest.approx(own_us(1))
+    assert col_sum_us(
+        plain, 16384, 4096, 256, 64, facts=facts, warps=8, grid=(64, 1)
+    ) == pytest.approx(own_us(1))
     assert own_us(8, 65536, 1024) > 2.5 * own_us(5)  # 16 programs: each SM streams ~65 GB/s at most
 
 
@@ -451,7 +639,9 @@ def test_an_sm_with_few_warps_streams_below_its_cap():
     facts = CompiledFacts("col_sum_kernel", True, n_regs=96, n_spills=0, shared_bytes=80 * 1024)
 
     def own_us(bn: int, warps: int, dev: DeviceModel = DEV) -> float:
-        return col_sum_us(own, 16384, 4096, 128, bn, facts=facts, warps=warps, grid=(4096 // bn, 1), dev=dev)
+        return col_sum_us(
+            own, 16384, 4096, 128, bn, facts=facts, warps=warps, grid=(4096 // bn, 1), dev=dev
+        )
 
     assert own_us(64, 4) > 1.08 * own_us(64, 8)
     flat = dataclasses.replace(DEV, sm_stream_warp_exponent=0.0)
@@ -469,14 +659,21 @@ def test_few_warps_issuing_a_long_instruction_stream_bound_a_small_grid():
     assert shape is not None and shape.loops == 0
 
     def gelu_us(n: int, block: int, warps: int, instructions: int) -> float:
-        args = [ArgSpec("x_ptr", "ptr", "bf16", numel=n, nbytes=2 * n, shape=[n]),
-                ArgSpec("out_ptr", "ptr", "bf16", numel=n, nbytes=2 * n, shape=[n]),
-                ArgSpec("n_elements", "int", "i32", n), ArgSpec("BLOCK", "constexpr", value=block)]
-        facts = CompiledFacts("gelu_kernel", True, n_regs=32, n_spills=0, shared_bytes=0, instructions=instructions)
+        args = [
+            ArgSpec("x_ptr", "ptr", "bf16", numel=n, nbytes=2 * n, shape=[n]),
+            ArgSpec("out_ptr", "ptr", "bf16", numel=n, nbytes=2 * n, shape=[n]),
+            ArgSpec("n_elements", "int", "i32", n),
+            ArgSpec("BLOCK", "constexpr", value=block),
+        ]
+        facts = CompiledFacts(
+            "gelu_kernel", True, n_regs=32, n_spills=0, shared_bytes=0, instructions=instructions
+        )
         rec = LaunchRecord("gelu_kernel", (-(-n // block),), args, warps, 3)
         return launch_time_us(rec, facts, shape, tile_names(source, "gelu_kernel"), DEV, None)
 
     fat, lean = gelu_us(1 << 20, 8192, 4, 1413), gelu_us(1 << 20, 1024, 2, 363)
     assert 1.15 < fat / lean < 1.6
-    assert gelu_us(1 << 28, 8192, 4, 1413) == pytest.approx(gelu_us(1 << 28, 1024, 2, 363), rel=0.03)
+    assert gelu_us(1 << 28, 8192, 4, 1413) == pytest.approx(
+        gelu_us(1 << 28, 1024, 2, 363), rel=0.03
+    )
     assert gelu_us(1 << 20, 8192, 4, 0) == pytest.approx(gelu_us(1 << 20, 1024, 2, 0), rel=0.03)

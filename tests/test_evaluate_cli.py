@@ -18,8 +18,13 @@ from .test_adversarial import ADVERSARIES, BASE, CORRECT
 
 
 def cli(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "kernelbrain.engine.cli", *args], capture_output=True, text=True,
-                          cwd=cwd, timeout=600)
+    return subprocess.run(
+        [sys.executable, "-m", "kernelbrain.engine.cli", *args],
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        timeout=600,
+    )
 
 
 @pytest.mark.slow
@@ -28,7 +33,13 @@ def test_every_example_passes_its_own_harness_on_cpu():
         for path in sorted((EXAMPLES / "ops").glob("*.py")):
             result = run_harness(pool, find_task(path, f"{path.stem}_kernel"), None, "cpu")
             assert result.accepted, f"{path.name}: {result.message}"
-            assert [s.name for s in result.stages] == ["smoke", "sweep", "stability", "determinism", "edge"]
+            assert [s.name for s in result.stages] == [
+                "smoke",
+                "sweep",
+                "stability",
+                "determinism",
+                "edge",
+            ]
             assert all(s.cases > 0 for s in result.stages), path.name
 
 
@@ -41,7 +52,9 @@ def test_verify_json_accepted_and_rejected(tmp_path):
     assert ok.returncode == 0, ok.stderr
     report = json.loads(ok.stdout)
     assert report["accepted"] is True and report["stage"] is None and report["device"] == "cpu"
-    assert report["cases"] and all({"stage", "label", "ok", "max_abs_err"} <= set(c) for c in report["cases"])
+    assert report["cases"] and all(
+        {"stage", "label", "ok", "max_abs_err"} <= set(c) for c in report["cases"]
+    )
     no = cli("verify", target, "--candidate", str(bad), "--json", "--device", "cpu")
     assert no.returncode == 1
     report = json.loads(no.stdout)
@@ -53,7 +66,12 @@ def test_verify_usage_errors(tmp_path):
     cand = tmp_path / "c.py"
     cand.write_text(CORRECT)
     assert cli("verify", f"{BASE}::nope", "--candidate", str(cand)).returncode == 2
-    assert cli("verify", f"{BASE}::softmax_kernel", "--candidate", str(tmp_path / "none.py")).returncode == 2
+    assert (
+        cli(
+            "verify", f"{BASE}::softmax_kernel", "--candidate", str(tmp_path / "none.py")
+        ).returncode
+        == 2
+    )
     r = cli("verify", f"{BASE}::softmax_kernel", "--candidate", str(cand), "--device", "cuda:3")
     assert r.returncode == 2 and "GPU" in r.stderr
 
@@ -64,7 +82,9 @@ def test_bench_on_cpu_runs_the_harness_and_says_why_no_timing():
     assert "passed all 5 stages" in r.stdout and "No timing" in r.stdout
     r = cli("bench", f"{EXAMPLES / 'ops' / 'gelu.py'}::gelu_kernel", "--device", "cpu", "--json")
     data = json.loads(r.stdout)
-    assert data["harness"]["accepted"] and data["bench"] is None and data["timing"].startswith("none")
+    assert (
+        data["harness"]["accepted"] and data["bench"] is None and data["timing"].startswith("none")
+    )
 
 
 def test_init_then_harness_says_fill_me_in(tmp_path):
@@ -76,5 +96,7 @@ def test_init_then_harness_says_fill_me_in(tmp_path):
     r = cli("bench", f"{tmp_path / 'gelu.py'}::gelu_kernel", "--device", "cpu", "--json")
     assert r.returncode == 1
     data = json.loads(r.stdout)["harness"]
-    assert data["reason"] == "harness-incomplete" and "fill in `gelu_small_inputs`" in data["message"]
+    assert (
+        data["reason"] == "harness-incomplete" and "fill in `gelu_small_inputs`" in data["message"]
+    )
     assert cli("init", f"{tmp_path / 'gelu.py'}::gelu_kernel").returncode == 2  # already there

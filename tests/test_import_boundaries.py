@@ -17,12 +17,21 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = {"kernelbrain.engine": ROOT / "engine", "kernelbrain.server": ROOT / "server"}
 
-SERVER_MUST_NOT_REACH = ("torch", "triton", "kernelbrain.engine.search", "kernelbrain.engine.mutate",
-                         "kernelbrain.engine.evaluate.pool")
+SERVER_MUST_NOT_REACH = (
+    "torch",
+    "triton",
+    "kernelbrain.engine.search",
+    "kernelbrain.engine.mutate",
+    "kernelbrain.engine.evaluate.pool",
+)
 # What the worker process imports to run user and candidate code.
 WORKER_ROOTS = ("kernelbrain.engine.evaluate.worker",)
-WORKER_MUST_NOT_REACH = ("kernelbrain.engine.search", "kernelbrain.engine.mutate", "kernelbrain.engine.store",
-                         "kernelbrain.server")
+WORKER_MUST_NOT_REACH = (
+    "kernelbrain.engine.search",
+    "kernelbrain.engine.mutate",
+    "kernelbrain.engine.store",
+    "kernelbrain.server",
+)
 
 
 def modules(packages: dict[str, Path]) -> dict[str, Path]:
@@ -52,8 +61,11 @@ def imports_of(name: str, path: Path, known: dict[str, Path]) -> set[str]:
     out = set()
     for target in targets:
         parts = target.split(".")
-        out |= {".".join(parts[:i]) for i in range(1, len(parts) + 1)
-                if ".".join(parts[:i]) in known or i == 1}
+        out |= {
+            ".".join(parts[:i])
+            for i in range(1, len(parts) + 1)
+            if ".".join(parts[:i]) in known or i == 1
+        }
     return out
 
 
@@ -107,7 +119,9 @@ def package_cycles(g: dict[str, set[str]]) -> list[str]:
     cycles = []
     for a in sorted(edges):
         seen = closure(edges, a)
-        cycles += [f"{a} <-> {b}" for b in sorted(seen) if b != a and a in closure(edges, b) and a < b]
+        cycles += [
+            f"{a} <-> {b}" for b in sorted(seen) if b != a and a in closure(edges, b) and a < b
+        ]
     return cycles
 
 
@@ -136,20 +150,25 @@ def test_no_package_cycles():
     assert package_cycles(graph()) == []
 
 
-@pytest.mark.parametrize("where, line, rule", [
-    ("server/hover_extra.py", "from kernelbrain.engine.search.engine import Search", "server"),
-    ("server/lazy_extra.py", "def f():\n    import torch\n", "server"),
-    ("engine/evaluate/worker_extra.py", "from ..store import Store", "worker"),
-    ("engine/extra_cli.py", "from kernelbrain.server.app import serve", "engine"),
-    ("engine/store/extra.py", "from ..search import engine", "cycle"),
-])
+@pytest.mark.parametrize(
+    "where, line, rule",
+    [
+        ("server/hover_extra.py", "from kernelbrain.engine.search.engine import Search", "server"),
+        ("server/lazy_extra.py", "def f():\n    import torch\n", "server"),
+        ("engine/evaluate/worker_extra.py", "from ..store import Store", "worker"),
+        ("engine/extra_cli.py", "from kernelbrain.server.app import serve", "engine"),
+        ("engine/store/extra.py", "from ..search import engine", "cycle"),
+    ],
+)
 def test_a_forbidden_import_is_caught(tmp_path, where, line, rule):
     """The checks above fail on a tree with one forbidden edge added (a copy of this one)."""
     import shutil
 
     packages = {}
     for name, folder in PACKAGES.items():
-        shutil.copytree(folder, tmp_path / folder.name, ignore=shutil.ignore_patterns("__pycache__"))
+        shutil.copytree(
+            folder, tmp_path / folder.name, ignore=shutil.ignore_patterns("__pycache__")
+        )
         packages[name] = tmp_path / folder.name
     (tmp_path / where).write_text(line + "\n")
     if rule == "worker":  # the worker imports the new module
@@ -157,12 +176,15 @@ def test_a_forbidden_import_is_caught(tmp_path, where, line, rule):
         worker.write_text(worker.read_text() + "\nfrom . import worker_extra  # noqa\n")
     if rule == "cycle":  # search already reaches the store; the store now reaches the search
         (tmp_path / "engine/store/__init__.py").write_text(
-            (tmp_path / "engine/store/__init__.py").read_text() + "\nfrom . import extra  # noqa\n")
+            (tmp_path / "engine/store/__init__.py").read_text() + "\nfrom . import extra  # noqa\n"
+        )
     g = graph(packages)
     found = {
         "server": violations(g, server_roots(g), SERVER_MUST_NOT_REACH),
         "worker": violations(g, WORKER_ROOTS, WORKER_MUST_NOT_REACH),
-        "engine": violations(g, [m for m in g if m.startswith("kernelbrain.engine")], ("kernelbrain.server",)),
+        "engine": violations(
+            g, [m for m in g if m.startswith("kernelbrain.engine")], ("kernelbrain.server",)
+        ),
         "cycle": package_cycles(g),
     }
     assert found[rule], f"{line!r} in {where} went unnoticed"

@@ -73,7 +73,9 @@ def test_helper_is_not_launchable_and_launcher_is_qualified():
     assert site.launcher == "Op.forward"
     assert site.args == ["x", "out", "x.numel()"]
     assert site.grid.startswith("lambda m:")
-    assert [(l.name, l.kernels, l.params) for l in idx.launchers] == [("Op.forward", ["sq_kernel"], ["self", "x"])]
+    assert [(l.name, l.kernels, l.params) for l in idx.launchers] == [
+        ("Op.forward", ["sq_kernel"], ["self", "x"])
+    ]
 
 
 def test_spans_are_zero_based_and_cover_decorators():
@@ -82,7 +84,7 @@ def test_spans_are_zero_based_and_cover_decorators():
     lines = RICH.splitlines()
     assert lines[k.span.line].startswith("@triton.autotune")
     assert k.span.col == 0
-    assert lines[k.name_span.line][k.name_span.col:k.name_span.end_col] == "sq_kernel"
+    assert lines[k.name_span.line][k.name_span.col : k.name_span.end_col] == "sq_kernel"
     inside = k.span.line + 5
     assert idx.kernel_at(inside, 4).name == "sq_kernel"
     assert idx.kernel_at(0, 0) is None
@@ -95,7 +97,7 @@ def test_non_ascii_columns_are_characters_not_bytes():
 
 
 def test_syntax_error_keeps_the_intact_kernels():
-    src = textwrap.dedent('''
+    src = textwrap.dedent("""
         import triton
         import triton.language as tl
 
@@ -109,7 +111,7 @@ def test_syntax_error_keeps_the_intact_kernels():
         @triton.jit
         def also_good(x_ptr):
             pass
-    ''')
+    """)
     idx = build_index(src, "broken.py")
     assert [k.name for k in idx.kernels] == ["good_kernel", "also_good"]
     assert len(idx.errors) == 1

@@ -134,34 +134,54 @@ def test_config_tells_equal_tiles_apart_by_grid_axis_and_repeats_a_step_that_pai
     `tl.program_id(0)`. And a step that paid is proposed again first (64 -> 128 rows)."""
     task, source = example("col_sum")
     own = propose("own-columns", task, source)[0]
-    d3 = {"loop_stages": 3}  # the strip's loop, pipelined at Triton's default depth by `own-columns`
-    square = next(m for m in propose("config", task, own.source)
-                  if m.knobs == {"BLOCK_M": 64, "BLOCK_N": 64, "num_warps": 4} | d3)
+    d3 = {
+        "loop_stages": 3
+    }  # the strip's loop, pipelined at Triton's default depth by `own-columns`
+    square = next(
+        m
+        for m in propose("config", task, own.source)
+        if m.knobs == {"BLOCK_M": 64, "BLOCK_N": 64, "num_warps": 4} | d3
+    )
     after = propose("config", task, square.source)
     tall = next(m for m in after if m.knobs == {"BLOCK_M": 128, "BLOCK_N": 64, "num_warps": 4} | d3)
-    assert "grid = (triton.cdiv(n_cols, 64), 1)" in tall.source and "BLOCK_M=128, BLOCK_N=64" in tall.source
-    narrow = next(m for m in after if m.knobs == {"BLOCK_M": 64, "BLOCK_N": 32, "num_warps": 4} | d3)
+    assert (
+        "grid = (triton.cdiv(n_cols, 64), 1)" in tall.source
+        and "BLOCK_M=128, BLOCK_N=64" in tall.source
+    )
+    narrow = next(
+        m for m in after if m.knobs == {"BLOCK_M": 64, "BLOCK_N": 32, "num_warps": 4} | d3
+    )
     assert "grid = (triton.cdiv(n_cols, 32), 1)" in narrow.source
     assert after[0].knobs != tall.knobs  # no step to repeat: nearest by the prior first
-    repeated = list(MUTATORS["config"].propose(MutationContext(task, square.source, previous=own.source)))
+    repeated = list(
+        MUTATORS["config"].propose(MutationContext(task, square.source, previous=own.source))
+    )
     assert repeated[0].knobs == tall.knobs
     # twice the step: 256 rows, at 8 warps where 4 would hold 128 elements a thread (out of the space)
     assert repeated[1].knobs == {"BLOCK_M": 256, "BLOCK_N": 64, "num_warps": 8} | d3
-    assert {repr(m.knobs) for m in repeated[2:]} <= {repr(m.knobs) for m in after}  # then the walk as before
+    assert {repr(m.knobs) for m in repeated[2:]} <= {
+        repr(m.knobs) for m in after
+    }  # then the walk as before
     # an autotune list walks the same way: the launch's own configuration, then the repeated steps
-    tuned = list(MUTATORS["autotune"].propose(MutationContext(task, square.source, previous=own.source)))[0]
-    configs = tuned.source[tuned.source.index("configs=["):tuned.source.index("key=")]
-    assert configs.index('"BLOCK_M": 64, "BLOCK_N": 64, "LOOP_STAGES": 3}, num_warps=4') < \
-        configs.index('"BLOCK_M": 128, "BLOCK_N": 64, "LOOP_STAGES": 3}, num_warps=4') < \
-        configs.index('"BLOCK_M": 256, "BLOCK_N": 64, "LOOP_STAGES": 3}, num_warps=8')
-    task, source = example("matmul")  # a dot loop: stages move by the same count again (3 -> 4 -> 5)
+    tuned = list(
+        MUTATORS["autotune"].propose(MutationContext(task, square.source, previous=own.source))
+    )[0]
+    configs = tuned.source[tuned.source.index("configs=[") : tuned.source.index("key=")]
+    assert (
+        configs.index('"BLOCK_M": 64, "BLOCK_N": 64, "LOOP_STAGES": 3}, num_warps=4')
+        < configs.index('"BLOCK_M": 128, "BLOCK_N": 64, "LOOP_STAGES": 3}, num_warps=4')
+        < configs.index('"BLOCK_M": 256, "BLOCK_N": 64, "LOOP_STAGES": 3}, num_warps=8')
+    )
+    task, source = example(
+        "matmul"
+    )  # a dot loop: stages move by the same count again (3 -> 4 -> 5)
     base = {"BLOCK_M": 64, "BLOCK_N": 64, "BLOCK_K": 32, "num_warps": 4}
     deeper = next(m for m in propose("config", task, source) if m.knobs == base | {"num_stages": 4})
     again = list(MUTATORS["config"].propose(MutationContext(task, deeper.source, previous=source)))
     assert again[0].knobs == base | {"num_stages": 5} and "num_stages=5" in again[0].source
 
 
-LAUNCHER_CONSTANT = '''import torch
+LAUNCHER_CONSTANT = """import torch
 import triton
 import triton.language as tl
 
@@ -191,7 +211,7 @@ def add_inputs(device="cuda"):
 
 def add_small_inputs(device="cpu"):
     return [(torch.randn(3000, device=device),)]
-'''
+"""
 
 
 def test_a_tile_passed_as_a_launcher_constant_retiles_its_grid(tmp_path, pool):
@@ -199,11 +219,15 @@ def test_a_tile_passed_as_a_launcher_constant_retiles_its_grid(tmp_path, pool):
     (it kept 1024 before, so BLOCK=512 left half of the output unwritten), and the autotuned
     grid reads the tile from META."""
     (tmp_path / "add.py").write_text(LAUNCHER_CONSTANT)
-    (tmp_path / "kernelbrain.toml").write_text('[[tasks]]\nfile = "add.py"\nkernel = "add_kernel"\nentry = "add"\n'
-                                               'reference = "add_ref"\ninputs = "add_inputs"\n'
-                                               'small_inputs = "add_small_inputs"\n')
+    (tmp_path / "kernelbrain.toml").write_text(
+        '[[tasks]]\nfile = "add.py"\nkernel = "add_kernel"\nentry = "add"\n'
+        'reference = "add_ref"\ninputs = "add_inputs"\n'
+        'small_inputs = "add_small_inputs"\n'
+    )
     task = find_task(tmp_path / "add.py", "add_kernel")
-    small = next(m for m in propose("config", task, LAUNCHER_CONSTANT) if m.knobs.get("BLOCK") == 512)
+    small = next(
+        m for m in propose("config", task, LAUNCHER_CONSTANT) if m.knobs.get("BLOCK") == 512
+    )
     assert "grid = (triton.cdiv(n, 512),)" in small.source and "BLOCK=512" in small.source
     report = verify(pool, task, small.source, "cpu")
     assert report.accepted, report.message
@@ -223,10 +247,15 @@ def test_single_pass_refuses_single_loop_and_loop_free_kernels():
     p = propose("single-pass", *example("softmax"))[0]
     assert "ONE_PASS: tl.constexpr=False" in p.source and "<= 32768" in p.source
     tree = ast.parse(p.source)
-    kernel = next(n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == "softmax_kernel")
+    kernel = next(
+        n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == "softmax_kernel"
+    )
     one_pass = kernel.body[0].body
-    loads = [n for n in ast.walk(ast.Module(body=one_pass, type_ignores=[])) if isinstance(n, ast.Call)
-             and ast.unparse(n.func) == "tl.load"]
+    loads = [
+        n
+        for n in ast.walk(ast.Module(body=one_pass, type_ignores=[]))
+        if isinstance(n, ast.Call) and ast.unparse(n.func) == "tl.load"
+    ]
     assert len(loads) == 1  # the row is read once
 
 
@@ -239,9 +268,13 @@ def test_single_pass_keeps_rows_up_to_max_row_without_spills(pool):
     task, source = example("softmax")
     p = propose("single-pass", task, source)[0]
     spec = pool.call("compile:0", m.Specialize(task, p.source, seed=0), 300.0)
-    widest = [r for c in spec.cases for r in c.launches
-              if any(a.name == "ONE_PASS" and a.value for a in r.args) and
-              next(a.value for a in r.args if a.name == "BLOCK_SIZE") == MAX_ROW]
+    widest = [
+        r
+        for c in spec.cases
+        for r in c.launches
+        if any(a.name == "ONE_PASS" and a.value for a in r.args)
+        and next(a.value for a in r.args if a.name == "BLOCK_SIZE") == MAX_ROW
+    ]
     assert widest, "no case reaches MAX_ROW"
     (facts,) = pool.call("compile:0", m.Compile(p.source, task.file, widest[:1]), 600.0).facts
     assert facts.ok and facts.n_spills == 0 and facts.n_regs <= 255, facts
@@ -250,11 +283,15 @@ def test_single_pass_keeps_rows_up_to_max_row_without_spills(pool):
 def test_online_softmax_refuses_other_reductions():
     assert propose("online-softmax", *example("rmsnorm")) == []
     task, source = example("softmax")
-    uses_max_between = source.replace("    d = tl.zeros([BLOCK_SIZE], tl.float32)\n",
-                                      "    d = tl.zeros([BLOCK_SIZE], tl.float32) + row_max * 0\n")
+    uses_max_between = source.replace(
+        "    d = tl.zeros([BLOCK_SIZE], tl.float32)\n",
+        "    d = tl.zeros([BLOCK_SIZE], tl.float32) + row_max * 0\n",
+    )
     assert propose("online-softmax", task, uses_max_between) == []
     p = propose("online-softmax", task, source)[0]
-    assert p.source.count("for start in range(0, n_cols, BLOCK_SIZE)") == 2  # three passes became two
+    assert (
+        p.source.count("for start in range(0, n_cols, BLOCK_SIZE)") == 2
+    )  # three passes became two
 
 
 @pytest.mark.slow
@@ -263,7 +300,11 @@ def test_online_softmax_block_wise_form_is_verified_and_needs_a_whole_row_maximu
     lane, block = propose("online-softmax", task, source)
     assert "tl.exp(m - m_new)" in lane.source  # two exponentials per element
     loop = block.source.split("for start in range(0, n_cols, BLOCK_SIZE):")[1].split("lse =")[0]
-    assert loop.count("tl.exp(") == 2 and "tl.max(x, axis=0)" in loop and "tl.maximum(m, x)" not in loop
+    assert (
+        loop.count("tl.exp(") == 2
+        and "tl.max(x, axis=0)" in loop
+        and "tl.maximum(m, x)" not in loop
+    )
     assert "m = tl.full" not in block.source  # the lane-wise maximum is gone, not left dead
     # the sum is only reduced whole after the loop: one scalar too, each block adding its own sum
     assert "s = 0.0" in block.source and "tl.sum(tl.exp(x - row_max_safe), axis=0)" in loop
@@ -271,17 +312,28 @@ def test_online_softmax_block_wise_form_is_verified_and_needs_a_whole_row_maximu
     report = verify(pool, task, block.source, "cpu")
     assert report.accepted, f"{report.stage}/{report.reason}: {report.message}"
     # the sum read lane by lane after the loop: it stays a block-wide accumulator
-    reads_s_lanes = source.replace("    tl.store(loss_ptr + row, lse - x_t)",
-                                   "    tl.store(loss_ptr + row, lse - x_t + tl.max(s, axis=0) * 0)")
+    reads_s_lanes = source.replace(
+        "    tl.store(loss_ptr + row, lse - x_t)",
+        "    tl.store(loss_ptr + row, lse - x_t + tl.max(s, axis=0) * 0)",
+    )
     vector = propose("online-softmax", task, reads_s_lanes)[1]
-    assert "s = tl.zeros([BLOCK_SIZE], tl.float32)" in vector.source and "tl.log(tl.sum(s, axis=0))" in vector.source
+    assert (
+        "s = tl.zeros([BLOCK_SIZE], tl.float32)" in vector.source
+        and "tl.log(tl.sum(s, axis=0))" in vector.source
+    )
     assert "+ tl.exp(x - row_max_safe)" in vector.source
     # a float64 sum would become a float32 scalar: it stays as it is
-    f64 = source.replace("s = tl.zeros([BLOCK_SIZE], tl.float32)", "s = tl.zeros([BLOCK_SIZE], tl.float64)")
-    assert "s = tl.zeros([BLOCK_SIZE], tl.float64)" in propose("online-softmax", task, f64)[1].source
+    f64 = source.replace(
+        "s = tl.zeros([BLOCK_SIZE], tl.float32)", "s = tl.zeros([BLOCK_SIZE], tl.float64)"
+    )
+    assert (
+        "s = tl.zeros([BLOCK_SIZE], tl.float64)" in propose("online-softmax", task, f64)[1].source
+    )
     # the lane maximum read again after the loops: only the lane-wise form keeps it right
-    reads_m_later = source.replace("    tl.store(loss_ptr + row, lse - x_t)",
-                                   "    tl.store(loss_ptr + row, lse - x_t + tl.sum(m, axis=0) * 0)")
+    reads_m_later = source.replace(
+        "    tl.store(loss_ptr + row, lse - x_t)",
+        "    tl.store(loss_ptr + row, lse - x_t + tl.sum(m, axis=0) * 0)",
+    )
     assert [p.source for p in propose("online-softmax", task, reads_m_later)][1:] == []
     # a maximum reduced along one axis of a 2-D tile is not one scalar per program
     per_axis = source.replace("row_max = tl.max(m, axis=0)", "row_max = tl.max(m, axis=1)")
@@ -297,7 +349,7 @@ def test_grouped_order_only_for_ungrouped_matmul():
 
 
 def test_hints_only_where_offsets_are_block_aligned():
-    src = textwrap.dedent('''
+    src = textwrap.dedent("""
         import torch, triton
         import triton.language as tl
 
@@ -309,7 +361,7 @@ def test_hints_only_where_offsets_are_block_aligned():
 
         def run(x, idx):
             k[(1,)](x, idx, x.numel(), BLOCK=1024)
-    ''')
+    """)
     task = Task("config", "/tmp/k.py", "k", "run", "/tmp/k.py", "run", "/tmp/k.py:run")
     assert propose("hints", task, src) == []  # a loaded start need not be a multiple of the block
     task_g, gelu = example("gelu")
@@ -325,12 +377,15 @@ def test_autotune_refuses_atomics_and_input_sized_tiles():
     assert propose("autotune", task, single.source) == []
     task_g, gelu = example("gelu")
     p = propose("autotune", task_g, gelu)[0]
-    assert "@triton.autotune(" in p.source and "lambda META: (triton.cdiv(n, META[\"BLOCK\"]),)" in p.source
+    assert (
+        "@triton.autotune(" in p.source
+        and 'lambda META: (triton.cdiv(n, META["BLOCK"]),)' in p.source
+    )
     assert "BLOCK=64" not in p.source.split("def gelu(")[1]
 
 
 def test_exp2_rewrites_only_provably_fp32_exponentials():
-    src = textwrap.dedent('''
+    src = textwrap.dedent("""
         import torch, triton
         import triton.language as tl
 
@@ -351,20 +406,25 @@ def test_exp2_rewrites_only_provably_fp32_exponentials():
 
         def run(x, h, out):
             k[(1,)](x, h, out, x.numel(), BLOCK=1024)
-    ''')
+    """)
     task = Task("config", "/tmp/k.py", "k", "run", "/tmp/k.py", "run", "/tmp/k.py:run")
     p = propose("exp2", task, src)[0]
     # the loop-carried fp32 values and the upcast tile are rewritten, the subtraction kept first
-    assert "s = s * tl.exp2((m - m_new) * 1.4426950408889634) + tl.sum(tl.exp2((x - m_new) * 1.4426950408889634)" in p.source
+    assert (
+        "s = s * tl.exp2((m - m_new) * 1.4426950408889634) + tl.sum(tl.exp2((x - m_new) * 1.4426950408889634)"
+        in p.source
+    )
     assert "tl.math.exp2(-x * 1.4426950408889634)" in p.source
     # an unconverted load (its pointer's type), fp16 (scaled in fp16) and fp64 stay tl.exp
     assert "tl.exp(raw) + tl.exp(h) + tl.exp(d)" in p.source and "3 left as tl.exp" in p.description
-    assert propose("exp2", task, p.source.replace("tl.exp(raw) + tl.exp(h) + tl.exp(d) + ", "")) == []
+    assert (
+        propose("exp2", task, p.source.replace("tl.exp(raw) + tl.exp(h) + tl.exp(d) + ", "")) == []
+    )
     assert propose("exp2", *example("rmsnorm")) == []  # no exponentials
 
 
 def test_a_rewritten_statement_keeps_its_comments():
-    src = textwrap.dedent('''
+    src = textwrap.dedent("""
         import triton
         import triton.language as tl
 
@@ -378,11 +438,13 @@ def test_a_rewritten_statement_keeps_its_comments():
 
         def run(x, out):
             k[(1,)](x, out, x.numel(), BLOCK=1024)
-    ''')
+    """)
     task = Task("config", "/tmp/k.py", "k", "run", "/tmp/k.py", "run", "/tmp/k.py:run")
     p = propose("exp2", task, src)[0]
-    assert ("    # the numerator, shifted for stability\n"
-            "    e = tl.exp2((x - tl.max(x, axis=0)) * 1.4426950408889634)  # never overflows\n") in p.source
+    assert (
+        "    # the numerator, shifted for stability\n"
+        "    e = tl.exp2((x - tl.max(x, axis=0)) * 1.4426950408889634)  # never overflows\n"
+    ) in p.source
     assert "# tanh(inner)" in propose("exp2", *example("gelu"))[0].source
     # a rewrite that copies a statement into a new branch and keeps it unchanged in the old one:
     # the comments stay with the unchanged original, not copied above the changed copy too
@@ -406,7 +468,7 @@ def test_int64_offsets_only_where_kb104_applies():
     assert propose("int64-offsets", *example("gelu")) == []
 
 
-BLOCK_SUM = textwrap.dedent('''
+BLOCK_SUM = textwrap.dedent("""
     import torch, triton
     import triton.language as tl
 
@@ -422,25 +484,42 @@ BLOCK_SUM = textwrap.dedent('''
         out = torch.zeros(1, dtype=torch.float32, device=x.device)
         k[(triton.cdiv(x.numel(), 256),)](x, out, x.numel(), BLOCK=256)
         return out
-''')
+""")
 
 
 def test_coarsen_atomics_only_where_programs_meet_in_the_same_output():
     task = Task("config", "/tmp/k.py", "k", "run", "/tmp/k.py", "run", "/tmp/k.py:run")
     p = propose("coarsen-atomics", task, BLOCK_SUM)  # a total sum: every program adds into out_ptr
     assert [m.knobs["ITERS"] for m in p] == [4, 8, 16]
-    assert "for it in tl.static_range(ITERS):" in p[0].source and "triton.cdiv(triton.cdiv(x.numel(), 256), 4)" in p[0].source
+    assert (
+        "for it in tl.static_range(ITERS):" in p[0].source
+        and "triton.cdiv(triton.cdiv(x.numel(), 256), 4)" in p[0].source
+    )
     # each program owns its own output element: nothing to combine
-    assert propose("coarsen-atomics", task, BLOCK_SUM.replace("atomic_add(out_ptr,", "atomic_add(out_ptr + pid,")) == []
+    assert (
+        propose(
+            "coarsen-atomics",
+            task,
+            BLOCK_SUM.replace("atomic_add(out_ptr,", "atomic_add(out_ptr + pid,"),
+        )
+        == []
+    )
     # masked-off elements are not zero: the blocks past the end would add -inf
-    assert propose("coarsen-atomics", task, BLOCK_SUM.replace("other=0.0", "other=float('-inf')")) == []
+    assert (
+        propose("coarsen-atomics", task, BLOCK_SUM.replace("other=0.0", "other=float('-inf')"))
+        == []
+    )
     assert propose("coarsen-atomics", task, BLOCK_SUM.replace(", other=0.0", "")) == []
     assert propose("coarsen-atomics", task, BLOCK_SUM.replace("atomic_add", "atomic_max")) == []
     assert propose("coarsen-atomics", *example("softmax")) == []  # no atomics
     task_c, col_sum = example("col_sum")
     coarse = propose("coarsen-atomics", task_c, col_sum)[0]
-    assert "grid = (triton.cdiv(n_cols, 64), triton.cdiv(triton.cdiv(n_rows, 32), 4))" in coarse.source
-    assert propose("coarsen-atomics", task_c, coarse.source) == []  # already coarsened: it sums an accumulator
+    assert (
+        "grid = (triton.cdiv(n_cols, 64), triton.cdiv(triton.cdiv(n_rows, 32), 4))" in coarse.source
+    )
+    assert (
+        propose("coarsen-atomics", task_c, coarse.source) == []
+    )  # already coarsened: it sums an accumulator
 
 
 @pytest.mark.slow
@@ -457,14 +536,18 @@ def test_config_and_autotune_tune_a_pipelined_loops_depth_with_the_tiles(pool):
     for m in walk:
         assert m.source.count(f"num_stages={m.knobs['loop_stages']})") == loops
     first = walk[:6]
-    assert any(m.knobs["loop_stages"] == 3 for m in first) and any(m.knobs["loop_stages"] != 3 for m in first)
+    assert any(m.knobs["loop_stages"] == 3 for m in first) and any(
+        m.knobs["loop_stages"] != 3 for m in first
+    )
 
     task_c, col_sum = example("col_sum")
     strips = propose("own-columns", task_c, col_sum)[0].source
     tuned = propose("autotune", task_c, strips)[0].source
     assert "LOOP_STAGES: tl.constexpr = 3):" in tuned and "num_stages=LOOP_STAGES)" in tuned
-    configs = tuned[tuned.index("configs=["):tuned.index("key=")]
-    assert '"BLOCK_M": 32, "BLOCK_N": 64, "LOOP_STAGES": 3}, num_warps=4' in configs  # the launch's own first
+    configs = tuned[tuned.index("configs=[") : tuned.index("key=")]
+    assert (
+        '"BLOCK_M": 32, "BLOCK_N": 64, "LOOP_STAGES": 3}, num_warps=4' in configs
+    )  # the launch's own first
     assert len({c.split('"LOOP_STAGES": ')[1][0] for c in configs.split("triton.Config(")[1:]}) > 1
     report = verify(pool, task_c, tuned, "cpu")
     assert report.accepted, f"{report.stage}/{report.reason}: {report.message}"
@@ -479,38 +562,90 @@ def test_loop_stages_pipelines_streaming_loops_and_leaves_dot_loops_to_the_launc
     loops = source.count("in range(")
     assert loops and proposals[0].source.count("num_stages=3)") == loops
     assert sorted(int(p.source.split("num_stages=")[1][0]) for p in proposals) == [2, 3, 4, 5, 6]
-    assert propose("loop-stages", task, proposals[0].source) == []  # pipelined: `config` retunes the depth
-    assert propose("loop-stages", *example("matmul")) == []  # a dot loop: the launch's stages pipeline it
+    assert (
+        propose("loop-stages", task, proposals[0].source) == []
+    )  # pipelined: `config` retunes the depth
+    assert (
+        propose("loop-stages", *example("matmul")) == []
+    )  # a dot loop: the launch's stages pipeline it
     assert propose("loop-stages", *example("col_sum")) == []  # no loop
     task_c, col_sum = example("col_sum")
-    assert propose("loop-stages", task_c, propose("coarsen-atomics", task_c, col_sum)[0].source) == []  # unrolled
+    assert (
+        propose("loop-stages", task_c, propose("coarsen-atomics", task_c, col_sum)[0].source) == []
+    )  # unrolled
     task_k = Task("config", "/tmp/k.py", "k", "run", "/tmp/k.py", "run", "/tmp/k.py:run")
-    no_load = BLOCK_SUM.replace("    partial = tl.sum(x.to(tl.float32), axis=0)\n",
-                                "    partial = tl.sum(x.to(tl.float32), axis=0)\n    for i in range(n):\n        partial += i\n")
+    no_load = BLOCK_SUM.replace(
+        "    partial = tl.sum(x.to(tl.float32), axis=0)\n",
+        "    partial = tl.sum(x.to(tl.float32), axis=0)\n    for i in range(n):\n        partial += i\n",
+    )
     assert "for i in range(n):" in no_load and propose("loop-stages", task_k, no_load) == []
 
 
 def test_own_columns_loops_over_the_grid_axis_it_can_count():
     task = Task("config", "/tmp/k.py", "k", "run", "/tmp/k.py", "run", "/tmp/k.py:run")
     (p,) = propose("own-columns", task, BLOCK_SUM)
-    assert "for pid in tl.range(1, tl.cdiv(n, BLOCK), num_stages=3):" in p.source and "k[(1,)](x, out" in p.source
+    assert (
+        "for pid in tl.range(1, tl.cdiv(n, BLOCK), num_stages=3):" in p.source
+        and "k[(1,)](x, out" in p.source
+    )
     assert "tl.store(out_ptr, partial)" in p.source and "atomic_add" not in p.source
     # the grid's block count must be the kernel's own: the same bound and the block's constexpr
-    assert propose("own-columns", task, BLOCK_SUM.replace("triton.cdiv(x.numel(), 256)", "triton.cdiv(x.numel(), 128)")) == []
-    assert propose("own-columns", task, BLOCK_SUM.replace("triton.cdiv(x.numel(), 256)", "triton.cdiv(x.numel() + 1, 256)")) == []
-    assert propose("own-columns", task, BLOCK_SUM.replace("triton.cdiv(x.numel(), 256)", "x.numel() // 256")) == []
+    assert (
+        propose(
+            "own-columns",
+            task,
+            BLOCK_SUM.replace("triton.cdiv(x.numel(), 256)", "triton.cdiv(x.numel(), 128)"),
+        )
+        == []
+    )
+    assert (
+        propose(
+            "own-columns",
+            task,
+            BLOCK_SUM.replace("triton.cdiv(x.numel(), 256)", "triton.cdiv(x.numel() + 1, 256)"),
+        )
+        == []
+    )
+    assert (
+        propose(
+            "own-columns",
+            task,
+            BLOCK_SUM.replace("triton.cdiv(x.numel(), 256)", "x.numel() // 256"),
+        )
+        == []
+    )
     # what a split reduction needs (as for coarsen-atomics), and a plain atomic
-    assert propose("own-columns", task, BLOCK_SUM.replace("atomic_add(out_ptr,", "atomic_add(out_ptr + pid,")) == []
+    assert (
+        propose(
+            "own-columns",
+            task,
+            BLOCK_SUM.replace("atomic_add(out_ptr,", "atomic_add(out_ptr + pid,"),
+        )
+        == []
+    )
     assert propose("own-columns", task, BLOCK_SUM.replace("other=0.0", "other=float('-inf')")) == []
-    assert propose("own-columns", task, BLOCK_SUM.replace("atomic_add(out_ptr, partial)", "atomic_add(out_ptr, partial, sem='relaxed')")) == []
+    assert (
+        propose(
+            "own-columns",
+            task,
+            BLOCK_SUM.replace(
+                "atomic_add(out_ptr, partial)", "atomic_add(out_ptr, partial, sem='relaxed')"
+            ),
+        )
+        == []
+    )
     task_c, col_sum = example("col_sum")
     (own,) = propose("own-columns", task_c, col_sum)
     assert "grid = (triton.cdiv(n_cols, 64), 1)" in own.source
     assert "for pid_m in tl.range(1, tl.cdiv(n_rows, BLOCK_M), num_stages=3):" in own.source
     assert propose("own-columns", task_c, own.source) == []  # no atomic left
-    assert propose("own-columns", task_c, propose("coarsen-atomics", task_c, col_sum)[0].source) == []
+    assert (
+        propose("own-columns", task_c, propose("coarsen-atomics", task_c, col_sum)[0].source) == []
+    )
     cleaned = propose("launcher-cleanup", task_c, own.source)
-    assert cleaned and "out = torch.empty(n_cols" in cleaned[0].source  # the kernel now writes every element
+    assert (
+        cleaned and "out = torch.empty(n_cols" in cleaned[0].source
+    )  # the kernel now writes every element
 
 
 @pytest.mark.slow
@@ -526,7 +661,9 @@ def test_host_sync_variants_verify_and_still_catch_a_bad_target(pool):
     merged, asserted = propose("host-sync", task, source)
     assert "if ((target.max() >= n_cols) | (target.min() < 0)).item():" in merged.source
     assert "torch._assert_async(~((target.max() >= n_cols) | (target.min() < 0))" in asserted.source
-    assert "device-side assertion" in asserted.description and "same exception" in merged.description
+    assert (
+        "device-side assertion" in asserted.description and "same exception" in merged.description
+    )
     for variant, error in ((merged, ValueError), (asserted, RuntimeError)):
         assert verify(pool, task, variant.source, "cpu").accepted
         spec = importlib.util.spec_from_loader("ce_variant", loader=None)
@@ -538,14 +675,37 @@ def test_host_sync_variants_verify_and_still_catch_a_bad_target(pool):
 
 def test_host_sync_refuses_checks_it_cannot_move_to_the_device():
     task, source = example("cross_entropy")
-    check = "    if target.max().item() >= n_cols or target.min().item() < 0:\n        raise ValueError(\"target index out of range\")\n"
+    check = '    if target.max().item() >= n_cols or target.min().item() < 0:\n        raise ValueError("target index out of range")\n'
     assert check in source
     # the body does more than raise: leave it
-    assert propose("host-sync", task, source.replace(check, check.replace("        raise", "        print(1)\n        raise"))) == []
+    assert (
+        propose(
+            "host-sync",
+            task,
+            source.replace(
+                check, check.replace("        raise", "        print(1)\n        raise")
+            ),
+        )
+        == []
+    )
     # no .item(): nothing to move
-    assert propose("host-sync", task, source.replace(check, "    if n_cols > 10**9:\n        raise ValueError(\"big\")\n")) == []
+    assert (
+        propose(
+            "host-sync",
+            task,
+            source.replace(check, '    if n_cols > 10**9:\n        raise ValueError("big")\n'),
+        )
+        == []
+    )
     # a sync buried in arithmetic, or a comparison without a sync, cannot become a device expression
-    assert propose("host-sync", task, source.replace("target.max().item() >= n_cols", "target.max().item() + 1 > n_cols")) == []
+    assert (
+        propose(
+            "host-sync",
+            task,
+            source.replace("target.max().item() >= n_cols", "target.max().item() + 1 > n_cols"),
+        )
+        == []
+    )
     assert propose("host-sync", task, source.replace("target.min().item() < 0", "n_cols < 0")) == []
     # one sync: only the asserted form (nothing to merge)
     one = propose("host-sync", task, source.replace(" or target.min().item() < 0", ""))
@@ -556,7 +716,13 @@ def test_edits_keywords_and_trailing_commas():
     src = "f(\n    a,\n    b=1,\n)\ng(x)\n"
     tree = ast.parse(src)
     f, g = (s.value for s in tree.body)
-    out = Edits(src).add_keyword(f, "c", "2").add_keyword(f, "d", "3").add_keyword(g, "y", "4").apply()
+    out = (
+        Edits(src)
+        .add_keyword(f, "c", "2")
+        .add_keyword(f, "d", "3")
+        .add_keyword(g, "y", "4")
+        .apply()
+    )
     assert ast.dump(ast.parse(out)) == ast.dump(ast.parse("f(a, b=1, c=2, d=3)\ng(x, y=4)\n"))
     out = Edits(src).remove_keyword(f, "b").apply()
     assert ast.dump(ast.parse(out)) == ast.dump(ast.parse("f(a)\ng(x)\n"))
@@ -572,22 +738,44 @@ def test_overlap_checks_fork_and_join_around_the_launch_and_refuse_racing_writes
     body = p.source.split("def cross_entropy(")[1]
     fork, check = body.index("check_stream.wait_stream("), body.index("torch._assert_async(")
     launch, join = body.index("cross_entropy_kernel[("), body.index(".wait_stream(check_stream)")
-    assert fork < body.index("with torch.cuda.stream(check_stream):") < check < launch < join < body.index("return loss")
-    assert "check_stream = torch.cuda.Stream(device=target.device, priority=-1) if target.is_cuda else None" in body
+    assert (
+        fork
+        < body.index("with torch.cuda.stream(check_stream):")
+        < check
+        < launch
+        < join
+        < body.index("return loss")
+    )
+    assert (
+        "check_stream = torch.cuda.Stream(device=target.device, priority=-1) if target.is_cuda else None"
+        in body
+    )
     ast.parse(p.source)
-    clamped = asserted.replace("    loss = torch.empty(", "    target.clamp_(0, n_cols - 1)\n    loss = torch.empty(")
+    clamped = asserted.replace(
+        "    loss = torch.empty(", "    target.clamp_(0, n_cols - 1)\n    loss = torch.empty("
+    )
     assert propose("overlap-checks", task, clamped) == []
     assert propose("overlap-checks", task, source) == []  # no device-side check to move
     # a check that reads the kernel's output (written while the check would run) is not moved
-    reads_output = asserted.replace("    loss = torch.empty(n_rows, dtype=torch.float32, device=logits.device)\n", "")
-    reads_output = reads_output.replace("    torch._assert_async(", "    loss = torch.empty(n_rows, dtype=torch.float32, "
-                                        "device=logits.device)\n    torch._assert_async(loss.isfinite().all())\n"
-                                        "    torch._assert_async(", 1)
+    reads_output = asserted.replace(
+        "    loss = torch.empty(n_rows, dtype=torch.float32, device=logits.device)\n", ""
+    )
+    reads_output = reads_output.replace(
+        "    torch._assert_async(",
+        "    loss = torch.empty(n_rows, dtype=torch.float32, "
+        "device=logits.device)\n    torch._assert_async(loss.isfinite().all())\n"
+        "    torch._assert_async(",
+        1,
+    )
     assert "loss.isfinite" in reads_output and propose("overlap-checks", task, reads_output) == []
     # the stream follows a tensor argument's device, never a scalar one's
-    scalar_first = asserted.replace("def cross_entropy(logits: torch.Tensor, target: torch.Tensor)",
-                                    "def cross_entropy(logits: torch.Tensor, target: torch.Tensor, limit: int = 0)")
+    scalar_first = asserted.replace(
+        "def cross_entropy(logits: torch.Tensor, target: torch.Tensor)",
+        "def cross_entropy(logits: torch.Tensor, target: torch.Tensor, limit: int = 0)",
+    )
     scalar_first = scalar_first.replace("(target.min() < 0)", "(target.min() < limit)")
-    only_scalar = scalar_first.replace("(target.max() >= n_cols) | (target.min() < limit)", "limit < 0")
+    only_scalar = scalar_first.replace(
+        "(target.max() >= n_cols) | (target.min() < limit)", "limit < 0"
+    )
     assert "device=target.device" in propose("overlap-checks", task, scalar_first)[0].source
     assert propose("overlap-checks", task, only_scalar) == []

@@ -32,9 +32,26 @@ def workspace(tmp_path_factory) -> Path:
 
 def optimize(ws: Path, op: str, *extra: str) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [sys.executable, "-m", "kernelbrain.engine.cli", "optimize", f"ops/{op}.py::{op}_kernel", "--device", "cpu",
-         "--budget", "150s", "--max-candidates", "10", "--json", *extra],
-        capture_output=True, text=True, cwd=ws, timeout=400)
+        [
+            sys.executable,
+            "-m",
+            "kernelbrain.engine.cli",
+            "optimize",
+            f"ops/{op}.py::{op}_kernel",
+            "--device",
+            "cpu",
+            "--budget",
+            "150s",
+            "--max-candidates",
+            "10",
+            "--json",
+            *extra,
+        ],
+        capture_output=True,
+        text=True,
+        cwd=ws,
+        timeout=400,
+    )
 
 
 @pytest.mark.slow
@@ -56,7 +73,9 @@ def test_optimize_example(workspace, op, tmp_path):
     html = report.read_text()
     assert html.count("<svg") == 3 and f"{op}_kernel" in html
     for v in out["variants"]:
-        assert v["measured"] is False and v["verified"] and v["diff"].startswith(f"--- a/ops/{op}.py")
+        assert (
+            v["measured"] is False and v["verified"] and v["diff"].startswith(f"--- a/ops/{op}.py")
+        )
         assert {"id", "speedup", "per_case", "explanation"} <= set(v)
         assert "estimated" in v["explanation"]
     if op not in NEEDS_VARIANT:
@@ -67,26 +86,62 @@ def test_optimize_example(workspace, op, tmp_path):
     # The diff applies cleanly to the original, and the written file passes the harness again.
     patch = tmp_path / "best.patch"
     patch.write_text(best["diff"])
-    check = subprocess.run(["git", "apply", "--check", str(patch)], cwd=workspace, capture_output=True, text=True)
+    check = subprocess.run(
+        ["git", "apply", "--check", str(patch)], cwd=workspace, capture_output=True, text=True
+    )
     assert check.returncode == 0, check.stderr
     subprocess.run(["git", "apply", str(patch)], cwd=workspace, check=True)
     try:
         with WorkerPool() as pool:
-            result = run_harness(pool, find_task(workspace / "ops" / f"{op}.py", f"{op}_kernel"), None, "cpu")
+            result = run_harness(
+                pool, find_task(workspace / "ops" / f"{op}.py", f"{op}_kernel"), None, "cpu"
+            )
         assert result.accepted, result.message
     finally:
         subprocess.run(["git", "apply", "-R", str(patch)], cwd=workspace, check=True)
 
 
 def test_optimize_usage_errors(tmp_path):
-    r = subprocess.run([sys.executable, "-m", "kernelbrain.engine.cli", "optimize", str(EXAMPLES / "ops" / "gelu.py"),
-                        "--budget", "soon"], capture_output=True, text=True)
+    r = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "kernelbrain.engine.cli",
+            "optimize",
+            str(EXAMPLES / "ops" / "gelu.py"),
+            "--budget",
+            "soon",
+        ],
+        capture_output=True,
+        text=True,
+    )
     assert r.returncode == 2 and "not a duration" in r.stderr
-    r = subprocess.run([sys.executable, "-m", "kernelbrain.engine.cli", "optimize", str(EXAMPLES / "ops" / "gelu.py"),
-                        "--llm"], capture_output=True, text=True)
+    r = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "kernelbrain.engine.cli",
+            "optimize",
+            str(EXAMPLES / "ops" / "gelu.py"),
+            "--llm",
+        ],
+        capture_output=True,
+        text=True,
+    )
     assert r.returncode == 2 and "LLM" in r.stderr
-    r = subprocess.run([sys.executable, "-m", "kernelbrain.engine.cli", "optimize", str(EXAMPLES / "ops" / "gelu.py"),
-                        "--max-candidates", "0"], capture_output=True, text=True)
+    r = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "kernelbrain.engine.cli",
+            "optimize",
+            str(EXAMPLES / "ops" / "gelu.py"),
+            "--max-candidates",
+            "0",
+        ],
+        capture_output=True,
+        text=True,
+    )
     assert r.returncode == 2 and "--max-candidates must be at least 1" in r.stderr
 
 
@@ -95,8 +150,23 @@ def test_optimize_without_a_candidate_cap_runs_to_its_time_budget(workspace):
     """No `--max-candidates`: the time budget (or stagnation) ends the search, not a hidden cap of
     60 candidates, which a GPU compiles and ranks in well under a minute."""
     proc = subprocess.run(
-        [sys.executable, "-m", "kernelbrain.engine.cli", "optimize", "ops/gelu.py::gelu_kernel", "--device", "cpu",
-         "--budget", "25s", "--json"], capture_output=True, text=True, cwd=workspace, timeout=300)
+        [
+            sys.executable,
+            "-m",
+            "kernelbrain.engine.cli",
+            "optimize",
+            "ops/gelu.py::gelu_kernel",
+            "--device",
+            "cpu",
+            "--budget",
+            "25s",
+            "--json",
+        ],
+        capture_output=True,
+        text=True,
+        cwd=workspace,
+        timeout=300,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     out = json.loads(proc.stdout)
     assert out["budget"]["limits"]["max_candidates"] is None
@@ -109,5 +179,7 @@ def test_report_marks_stepping_stones_apart_from_pruned_candidates():
     from kernelbrain.engine.report_html import OUTCOME_COLOURS, _colour
 
     assert _colour("quick:below-lead") == OUTCOME_COLOURS["stepping stone"]
-    assert _colour("quick:ranked-out") == _colour("estimate:ranked-out") == OUTCOME_COLOURS["pruned"]
+    assert (
+        _colour("quick:ranked-out") == _colour("estimate:ranked-out") == OUTCOME_COLOURS["pruned"]
+    )
     assert _colour("verified") == OUTCOME_COLOURS["verified"]

@@ -20,14 +20,20 @@ def test_stage_inputs_are_dry_run_and_compiled_ahead(private_cache):
     with WorkerPool() as pool:
         bench = pool.call("compile:0", m.Specialize(task, source, seed=0), 300.0)
         smoke = pool.call("compile:0", m.Specialize(task, source, seed=0, stages=["smoke"]), 300.0)
-        full = pool.call("compile:0", m.Specialize(task, source, seed=0, stages=["sweep", "edge"]), 300.0)
+        full = pool.call(
+            "compile:0", m.Specialize(task, source, seed=0, stages=["sweep", "edge"]), 300.0
+        )
         # the small inputs (fp16, odd sizes) specialise the kernel differently from the benchmark cases
         assert [c.label.split(":")[0] for c in smoke.cases] == ["smoke", "smoke"]
-        assert {a.dtype for c in smoke.cases for a in c.launches[0].args if a.kind == "ptr"} == {"fp16"}
+        assert {a.dtype for c in smoke.cases for a in c.launches[0].args if a.kind == "ptr"} == {
+            "fp16"
+        }
         known = {m.compile_key(r) for c in bench.cases for r in c.launches}
         smoke_keys = {m.compile_key(r) for c in smoke.cases for r in c.launches}
         assert smoke_keys - known
-        assert any("size" in c.label for c in full.cases) and any("edge:" in c.label for c in full.cases)
+        assert any("size" in c.label for c in full.cases) and any(
+            "edge:" in c.label for c in full.cases
+        )
 
         prewarm = Prewarm(task, 0, ["compile:0", "compile:1"], pool.call)
         try:
@@ -35,11 +41,16 @@ def test_stage_inputs_are_dry_run_and_compiled_ahead(private_cache):
             assert prewarm.start(source, ["smoke"], known).result(timeout=600) == len(new) == 2
             assert smoke_keys <= known  # what it compiled is now known
             entries = cache_entries(private_cache)
-            assert any("matmul_kernel.cubin" in {p.name for p in (private_cache / e).iterdir()} for e in entries)
+            assert any(
+                "matmul_kernel.cubin" in {p.name for p in (private_cache / e).iterdir()}
+                for e in entries
+            )
             assert prewarm.start(source, ["smoke"], known).result(timeout=600) == 0
             # Another process compiling the same specialisation finds it in the cache: nothing new.
             rec = next(r for c in smoke.cases for r in c.launches)
-            (facts,) = pool.call("compile:1", m.Compile(source, task.file, [rec], sass=False), 300.0).facts
+            (facts,) = pool.call(
+                "compile:1", m.Compile(source, task.file, [rec], sass=False), 300.0
+            ).facts
             assert facts.ok and cache_entries(private_cache) == entries
         finally:
             prewarm.close()
@@ -47,7 +58,11 @@ def test_stage_inputs_are_dry_run_and_compiled_ahead(private_cache):
 
 def test_a_candidate_that_fails_its_dry_run_only_loses_the_head_start(private_cache):
     task = find_task(EXAMPLES / "ops" / "gelu.py", "gelu_kernel")
-    broken = Path(task.file).read_text(encoding="utf-8").replace("def gelu(", "def gelu(*_):\n    raise RuntimeError('no')\n\ndef _unused(")
+    broken = (
+        Path(task.file)
+        .read_text(encoding="utf-8")
+        .replace("def gelu(", "def gelu(*_):\n    raise RuntimeError('no')\n\ndef _unused(")
+    )
     with WorkerPool() as pool:
         spec = pool.call("compile:0", m.Specialize(task, broken, seed=0, stages=["smoke"]), 300.0)
         assert isinstance(spec, m.SpecializeResult) and spec.cases == []
@@ -63,34 +78,82 @@ def test_ahead_of_time_cache_key_is_the_jits(tmp_path):
     multiple of 16 is an empty attribute entry for the JIT. On the H200 the smoke inputs' cubins
     compiled ahead were all missed until the AOT side spelled it the same way."""
     import torch
+    from triton import knobs
+    from triton._C.libtriton import native_specialize_impl
     from triton.backends.compiler import GPUTarget
     from triton.backends.nvidia.compiler import CUDABackend
     from triton.compiler import ASTSource
-    from triton import knobs
-    from triton._C.libtriton import native_specialize_impl
 
+    from kernelbrain.engine.evaluate.compiled import _jit_function, _signature
     from kernelbrain.engine.evaluate.harness import ModuleLoader
     from kernelbrain.engine.evaluate.specialize import _arg_spec
-    from kernelbrain.engine.evaluate.compiled import _jit_function, _signature
 
     loader = ModuleLoader()
-    module = loader.load((EXAMPLES / "ops" / "matmul.py").read_text(encoding="utf-8"), str(EXAMPLES / "ops" / "matmul.py"), [])
+    module = loader.load(
+        (EXAMPLES / "ops" / "matmul.py").read_text(encoding="utf-8"),
+        str(EXAMPLES / "ops" / "matmul.py"),
+        [],
+    )
     fn = _jit_function(module, "matmul_kernel")
     backend = CUDABackend(GPUTarget("cuda", 90, 32))
-    for m_, n_, k_, shift in [(33, 65, 17, 0), (70, 40, 96, 0), (64, 64, 64, 0), (1, 48, 0, 0), (64, 64, 64, 1)]:
-        a, b = torch.empty(m_ * k_ + shift, dtype=torch.float16)[shift:].view(m_, k_), torch.empty(k_, n_, dtype=torch.float16)
+    for m_, n_, k_, shift in [
+        (33, 65, 17, 0),
+        (70, 40, 96, 0),
+        (64, 64, 64, 0),
+        (1, 48, 0, 0),
+        (64, 64, 64, 1),
+    ]:
+        a, b = (
+            torch.empty(m_ * k_ + shift, dtype=torch.float16)[shift:].view(m_, k_),
+            torch.empty(k_, n_, dtype=torch.float16),
+        )
         c = torch.empty(m_, n_, dtype=torch.float16)
-        args = [a, b, c, m_, n_, k_, a.stride(0), a.stride(1), b.stride(0), b.stride(1), c.stride(0), c.stride(1), 64, 64, 32]
-        spec = [("constexpr", v) if p.is_constexpr else native_specialize_impl(CUDABackend, v, p.is_const, True, True)
-                for p, v in zip(fn.params, args)]
+        args = [
+            a,
+            b,
+            c,
+            m_,
+            n_,
+            k_,
+            a.stride(0),
+            a.stride(1),
+            b.stride(0),
+            b.stride(1),
+            c.stride(0),
+            c.stride(1),
+            64,
+            64,
+            32,
+        ]
+        spec = [
+            ("constexpr", v)
+            if p.is_constexpr
+            else native_specialize_impl(CUDABackend, v, p.is_const, True, True)
+            for p, v in zip(fn.params, args)
+        ]
         bound = dict(zip(fn.arg_names, args))
         _, jit_sig, jit_consts, jit_attrs = fn._pack_args(backend, {}, bound, spec, None)
-        rec = m.LaunchRecord(kernel="matmul_kernel", grid=(1,), num_warps=4, num_stages=3,
-                             args=[_arg_spec(n, v, p.is_constexpr) for n, v, p in zip(fn.arg_names, args, fn.params)])
+        rec = m.LaunchRecord(
+            kernel="matmul_kernel",
+            grid=(1,),
+            num_warps=4,
+            num_stages=3,
+            args=[
+                _arg_spec(n, v, p.is_constexpr) for n, v, p in zip(fn.arg_names, args, fn.params)
+            ],
+        )
         aot_sig, aot_consts, aot_attrs = _signature(rec)
-        assert ASTSource(fn, aot_sig, aot_consts, aot_attrs).hash() == ASTSource(fn, jit_sig, jit_consts, jit_attrs).hash(), \
-            ((m_, n_, k_, shift), aot_attrs, jit_attrs)
+        assert (
+            ASTSource(fn, aot_sig, aot_consts, aot_attrs).hash()
+            == ASTSource(fn, jit_sig, jit_consts, jit_attrs).hash()
+        ), ((m_, n_, k_, shift), aot_attrs, jit_attrs)
     # the options the JIT adds to a launch's (debug, instrumentation) are the defaults the AOT side gets
-    jit_options = backend.parse_options({"num_warps": 4, "num_stages": 3, "debug": False,
-                                         "instrumentation_mode": knobs.compilation.instrumentation_mode})
+    jit_options = backend.parse_options(
+        {
+            "num_warps": 4,
+            "num_stages": 3,
+            "debug": False,
+            "instrumentation_mode": knobs.compilation.instrumentation_mode,
+        }
+    )
     assert jit_options.hash() == backend.parse_options({"num_warps": 4, "num_stages": 3}).hash()

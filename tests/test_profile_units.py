@@ -11,38 +11,74 @@ from .conftest import REPO
 
 
 def test_rank_shares_amdahl_and_mapping():
-    rows = [{"name": "ampere_bf16_gemm", "device_us": 600.0, "calls": 20},
-            {"name": "bias_gelu_kernel", "device_us": 300.0, "calls": 10},
-            {"name": "row_softmax_kernel", "device_us": 100.0, "calls": 10}]
+    rows = [
+        {"name": "ampere_bf16_gemm", "device_us": 600.0, "calls": 20},
+        {"name": "bias_gelu_kernel", "device_us": 300.0, "calls": 10},
+        {"name": "row_softmax_kernel", "device_us": 100.0, "calls": 10},
+    ]
     kernels = workspace_kernels(REPO / "tests" / "fixtures" / "profile")
     assert set(kernels) == {"bias_gelu_kernel", "row_softmax_kernel"}
     result = rank("model.py", rows, kernels)
-    assert [k.name for k in result.kernels] == ["ampere_bf16_gemm", "bias_gelu_kernel", "row_softmax_kernel"]
+    assert [k.name for k in result.kernels] == [
+        "ampere_bf16_gemm",
+        "bias_gelu_kernel",
+        "row_softmax_kernel",
+    ]
     gelu = result.kernels[1]
-    assert gelu.share == 0.3 and abs(gelu.amdahl - 1 / 0.7) < 1e-12 and gelu.triton and gelu.line == 9
+    assert (
+        gelu.share == 0.3 and abs(gelu.amdahl - 1 / 0.7) < 1e-12 and gelu.triton and gelu.line == 9
+    )
     assert not result.kernels[0].triton and result.kernels[0].file is None
 
 
 def test_roofline_classes_and_findings():
     ce = Ceilings("H200", 4000.0, 700.0)
     mem = CaseBench("big", 0.5, 0.01, 1_000_000_000, None, 2000.0, None, 0.5, "memory", False)
-    mm = CaseBench("mm", 0.4, 0.01, 100_000_000, 137_438_953_472, 250.0, 343.6, 0.49, "compute", False)
+    mm = CaseBench(
+        "mm", 0.4, 0.01, 100_000_000, 137_438_953_472, 250.0, 343.6, 0.49, "compute", False
+    )
     tiny = CaseBench("tiny", 0.004, 0.05, 1_000_000, None, 250.0, None, 0.06, "memory", True)
     places = [classify(c, ce) for c in (mem, mm, tiny)]
-    assert [(p.bound, round(p.fraction, 2)) for p in places] == [("memory", 0.5), ("compute", 0.49), ("latency", 0.06)]
+    assert [(p.bound, round(p.fraction, 2)) for p in places] == [
+        ("memory", 0.5),
+        ("compute", 0.49),
+        ("latency", 0.06),
+    ]
     assert [f[0] for f in measured_findings(places)] == ["KB301", "KB302", "KB303"]
 
 
 def test_ncu_csv():
-    header = ['"ID"', '"Kernel Name"', '"gpu__time_duration.sum"', '"gpu__compute_memory_throughput.avg.pct_of_peak_sustained_elapsed"',
-              '"sm__throughput.avg.pct_of_peak_sustained_elapsed"', '"launch__registers_per_thread"',
-              '"smsp__average_warps_issue_stalled_long_scoreboard_per_issue_active.ratio"',
-              '"smsp__average_warps_issue_stalled_wait_per_issue_active.ratio"',
-              '"smsp__average_warps_issue_stalled_barrier_per_issue_active.ratio"',
-              '"smsp__average_warps_issue_stalled_selected_per_issue_active.ratio"']
+    header = [
+        '"ID"',
+        '"Kernel Name"',
+        '"gpu__time_duration.sum"',
+        '"gpu__compute_memory_throughput.avg.pct_of_peak_sustained_elapsed"',
+        '"sm__throughput.avg.pct_of_peak_sustained_elapsed"',
+        '"launch__registers_per_thread"',
+        '"smsp__average_warps_issue_stalled_long_scoreboard_per_issue_active.ratio"',
+        '"smsp__average_warps_issue_stalled_wait_per_issue_active.ratio"',
+        '"smsp__average_warps_issue_stalled_barrier_per_issue_active.ratio"',
+        '"smsp__average_warps_issue_stalled_selected_per_issue_active.ratio"',
+    ]
     units = ['""', '""', '"nsecond"', '"%"', '"%"', '"register/thread"', '""', '""', '""', '""']
-    row = ['"0"', '"softmax_kernel"', '"85,600"', '"88.5"', '"31.2"', '"32"', '"12.5"', '"1.2"', '"0.4"', '"1"']
+    row = [
+        '"0"',
+        '"softmax_kernel"',
+        '"85,600"',
+        '"88.5"',
+        '"31.2"',
+        '"32"',
+        '"12.5"',
+        '"1.2"',
+        '"0.4"',
+        '"1"',
+    ]
     text = "==PROF== done\n" + "\n".join(",".join(r) for r in (header, units, row)) + "\n"
     (k,) = parse_csv(text)
-    assert k.name == "softmax_kernel" and k.duration_us == 85.6 and k.memory_sol_pct == 88.5 and k.registers == 32
+    assert (
+        k.name == "softmax_kernel"
+        and k.duration_us == 85.6
+        and k.memory_sol_pct == 88.5
+        and k.registers == 32
+    )
     assert [s[0] for s in k.top_stalls] == ["long_scoreboard", "wait", "barrier"]

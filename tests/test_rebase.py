@@ -13,7 +13,10 @@ def test_unchanged_document_takes_the_variant():
 def test_unrelated_edit_is_kept():
     current = "import x\nimport y  # added\n\ndef kernel():\n    a = 1\n    b = 2\n\ndef launcher():\n    kernel()\n"
     out = rebase(ORIGINAL, VARIANT, current).text
-    assert out == "import x\nimport y  # added\n\ndef kernel():\n    a = 10\n    b = 2\n\ndef launcher():\n    kernel()\n    kernel()\n"
+    assert (
+        out
+        == "import x\nimport y  # added\n\ndef kernel():\n    a = 10\n    b = 2\n\ndef launcher():\n    kernel()\n    kernel()\n"
+    )
 
 
 def test_edit_inside_the_rewritten_lines_is_stale():

@@ -317,7 +317,9 @@ def test_rule_stays_quiet(code):
 @pytest.mark.parametrize("code", sorted(CASES))
 def test_messages_say_what_costs_and_what_to_do(code):
     bad, _ = CASES[code]
-    (finding,) = [f for f in check_source(PRELUDE + textwrap.dedent(bad), "t.py") if f.code == code][:1]
+    (finding,) = [
+        f for f in check_source(PRELUDE + textwrap.dedent(bad), "t.py") if f.code == code
+    ][:1]
     assert finding.kernel == "k"
     assert len(finding.message) > 80
     assert finding.severity in ("error", "warning", "information", "hint")
@@ -332,7 +334,11 @@ def test_autotune_configs_are_judged_too():
         tl.store(x_ptr + offs, 0.0, mask=offs < n)
     """
     found = [f for f in check_source(PRELUDE + textwrap.dedent(src)) if f.code == "KB102"]
-    assert len(found) == 1 and "autotune config" in found[0].message and "32 elements" in found[0].message
+    assert (
+        len(found) == 1
+        and "autotune config" in found[0].message
+        and "32 elements" in found[0].message
+    )
 
 
 def test_syntax_error_is_a_finding():
@@ -351,7 +357,9 @@ def test_a_crashing_rule_is_reported_not_raised():
 
     try:
         found = check_source(PRELUDE + "@triton.jit\ndef k(x):\n    pass\n")
-        assert any(f.code == "KB002" and "KB999" in f.message and "kaboom" in f.message for f in found)
+        assert any(
+            f.code == "KB002" and "KB999" in f.message and "kaboom" in f.message for f in found
+        )
     finally:
         REGISTRY.pop("KB999")
 

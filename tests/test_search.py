@@ -8,11 +8,11 @@ from pathlib import Path
 
 import pytest
 
+from kernelbrain.engine.api.budget import Budget, parse_duration
 from kernelbrain.engine.evaluate.messages import ArgSpec, CaseLaunches
 from kernelbrain.engine.evaluate.pool import WorkerPool
 from kernelbrain.engine.evaluate.verify import verify
 from kernelbrain.engine.mutate import MutationContext, load_mutators
-from kernelbrain.engine.api.budget import Budget, parse_duration
 from kernelbrain.engine.search import dispatch, selection
 from kernelbrain.engine.search.engine import Search
 from kernelbrain.engine.store import Store
@@ -28,19 +28,33 @@ def pool():
 
 
 def workspace(tmp_path: Path) -> Path:
-    shutil.copytree(EXAMPLES, tmp_path / "ws", ignore=shutil.ignore_patterns(".kernelbrain", "__pycache__"))
+    shutil.copytree(
+        EXAMPLES, tmp_path / "ws", ignore=shutil.ignore_patterns(".kernelbrain", "__pycache__")
+    )
     return tmp_path / "ws"
 
 
 def run(pool, ws: Path, op: str, candidates: int, seed: int = 0, **kw):
     task = find_task(ws / "ops" / f"{op}.py", f"{op}_kernel")
-    search = Search(task, device="cpu", budget=Budget(wall_s=600, max_candidates=candidates), store=Store(ws),
-                    pool=pool, seed=seed, compile_workers=2, **kw)
+    search = Search(
+        task,
+        device="cpu",
+        budget=Budget(wall_s=600, max_candidates=candidates),
+        store=Store(ws),
+        pool=pool,
+        seed=seed,
+        compile_workers=2,
+        **kw,
+    )
     return search.run()
 
 
 def test_parse_duration():
-    assert parse_duration("90s") == 90 and parse_duration("5m") == 300 and parse_duration("1h30m") == 5400
+    assert (
+        parse_duration("90s") == 90
+        and parse_duration("5m") == 300
+        and parse_duration("1h30m") == 5400
+    )
     assert parse_duration("2m30s") == 150 and parse_duration("45") == 45
     for bad in ("", "soon", "-5m", "0s"):
         with pytest.raises(ValueError):
@@ -52,7 +66,9 @@ def test_same_seed_same_result_and_resume(pool, tmp_path):
     a = run(pool, workspace(tmp_path / "a"), "gelu", 8)
     b = run(pool, workspace(tmp_path / "b"), "gelu", 8)
     assert a.variants, a.candidates
-    assert [(v.id, round(v.speedup, 6)) for v in a.variants] == [(v.id, round(v.speedup, 6)) for v in b.variants]
+    assert [(v.id, round(v.speedup, 6)) for v in a.variants] == [
+        (v.id, round(v.speedup, 6)) for v in b.variants
+    ]
     assert a.best == b.best and a.measured is False and all(not v.measured for v in a.variants)
     assert a.candidates.per_stage == b.candidates.per_stage
     assert {"baseline", "compile", "smoke", "full"} <= set(a.rung_seconds)  # where the budget went
@@ -61,7 +77,9 @@ def test_same_seed_same_result_and_resume(pool, tmp_path):
     again = run(pool, ws, "gelu", 8)
     assert any("resumed" in n for n in again.notes)
     assert {v.id for v in a.variants} <= {v.id for v in again.variants}
-    assert not {v.id for v in a.variants} & {p.candidate for p in again.trajectory}  # not evaluated twice
+    assert not {v.id for v in a.variants} & {
+        p.candidate for p in again.trajectory
+    }  # not evaluated twice
     assert again.best is not None
 
 
@@ -84,7 +102,9 @@ def test_cancel_stops_promptly_and_keeps_what_was_verified(pool, tmp_path):
 
 def test_candidate_budget_is_respected(pool, tmp_path):
     result = run(pool, workspace(tmp_path), "softmax", 3)
-    assert result.budget.spent.candidates <= 3 + 1  # +1: a dispatching variant may be verified at the end
+    assert (
+        result.budget.spent.candidates <= 3 + 1
+    )  # +1: a dispatching variant may be verified at the end
     assert result.stopped.startswith("budget: candidates")
 
 
@@ -92,14 +112,24 @@ def test_dispatch_variant_is_correct_on_both_sides(pool):
     task = find_task(EXAMPLES / "ops" / "softmax.py", "softmax_kernel")
     source = open(task.file).read()
     muts = load_mutators()
-    a = next(m for m in muts["config"].propose(MutationContext(task, source)) if m.knobs.get("num_warps") == 8)
+    a = next(
+        m
+        for m in muts["config"].propose(MutationContext(task, source))
+        if m.knobs.get("num_warps") == 8
+    )
     b = muts["single-pass"].propose(MutationContext(task, source)).__next__()
-    cases = [CaseLaunches(str(s), [], entry_args=[ArgSpec("arg0", "ptr", shape=list(s), numel=s[0] * s[1])])
-             for s in [(5, 33), (3, 1500)]]
+    cases = [
+        CaseLaunches(
+            str(s), [], entry_args=[ArgSpec("arg0", "ptr", shape=list(s), numel=s[0] * s[1])]
+        )
+        for s in [(5, 33), (3, 1500)]
+    ]
     choice = dispatch.best_split(cases, {"a": [1.3, 1.0], "b": [1.0, 1.4]}, ["x"])
     assert choice is not None and choice.variants == ("a", "b")
     assert choice.feature == "{0}.shape[1]" and choice.thresholds == (33,)
-    merged = dispatch.build([a.source, b.source], task.kernel, task.entry, choice.feature, choice.thresholds)
+    merged = dispatch.build(
+        [a.source, b.source], task.kernel, task.entry, choice.feature, choice.thresholds
+    )
     assert "def softmax_bucket1(" in merged and "def softmax_kernel_bucket1(" in merged
     assert "if x.shape[1] > 33:" in merged
     report = verify(pool, task, merged, "cpu")
@@ -111,8 +141,12 @@ def test_dispatch_split_is_scored_on_every_case_not_on_per_case_winners():
     and they tie (within 0.1%) on 1024. Picking each case's winner first sent the 4096-wide rows to
     `a` (1.00x there instead of 1.21x); scoring every split on all cases does not."""
     shapes = [(16384, 4096), (4096, 1024), (1024, 32768)]
-    cases = [CaseLaunches(str(s), [], entry_args=[ArgSpec("arg0", "ptr", shape=list(s), numel=s[0] * s[1])])
-             for s in shapes]
+    cases = [
+        CaseLaunches(
+            str(s), [], entry_args=[ArgSpec("arg0", "ptr", shape=list(s), numel=s[0] * s[1])]
+        )
+        for s in shapes
+    ]
     speedups = {"a": [1.00, 1.190, 1.58], "b": [1.21, 1.191, 1.26], "c": [1.21, 1.18, 1.26]}
     choice = dispatch.best_split(cases, speedups, ["x"])
     assert choice is not None and choice.variants == ("b", "a")
@@ -128,24 +162,41 @@ def test_dispatch_gives_a_middle_size_its_own_bucket(pool):
     threshold separates the winners; three buckets do, and the middle one is guarded on both
     sides. A third bucket that gains less than the margin over two is not taken."""
     shapes = [(16384, 4096), (65536, 1024), (1024, 65536)]
-    cases = [CaseLaunches(str(s), [], entry_args=[ArgSpec("arg0", "ptr", shape=list(s), numel=s[0] * s[1])])
-             for s in shapes]
+    cases = [
+        CaseLaunches(
+            str(s), [], entry_args=[ArgSpec("arg0", "ptr", shape=list(s), numel=s[0] * s[1])]
+        )
+        for s in shapes
+    ]
     speedups = {"atomics": [2.69, 2.70, 2.61], "own": [2.87, 0.85, 2.30]}
     choice = dispatch.best_split(cases, speedups, ["x"])
     assert choice is not None and choice.variants == ("atomics", "own", "atomics")
     assert choice.feature == "{0}.shape[1]" and choice.thresholds == (1024, 4096)
     assert choice.speedup == pytest.approx((2.87 * 2.70 * 2.61) ** (1 / 3))
     assert [dispatch.bucket_index(s[1], choice.thresholds) for s in shapes] == [1, 0, 2]
-    assert dispatch.best_split(cases, {"atomics": [2.69, 2.70, 2.61], "own": [2.70, 0.85, 2.30]}, ["x"]) is None
+    assert (
+        dispatch.best_split(
+            cases, {"atomics": [2.69, 2.70, 2.61], "own": [2.70, 0.85, 2.30]}, ["x"]
+        )
+        is None
+    )
 
     task = find_task(EXAMPLES / "ops" / "col_sum.py", "col_sum_kernel")
     source = open(task.file).read()
     muts = load_mutators()
     own = next(iter(muts["own-columns"].propose(MutationContext(task, source))))
-    wide = next(p for p in muts["config"].propose(MutationContext(task, source)) if p.knobs.get("num_warps") == 8)
-    merged = dispatch.build([source, own.source, wide.source], task.kernel, task.entry, "{0}.shape[1]", (33, 200))
+    wide = next(
+        p
+        for p in muts["config"].propose(MutationContext(task, source))
+        if p.knobs.get("num_warps") == 8
+    )
+    merged = dispatch.build(
+        [source, own.source, wide.source], task.kernel, task.entry, "{0}.shape[1]", (33, 200)
+    )
     assert "if 33 < x.shape[1] <= 200:" in merged and "if x.shape[1] > 200:" in merged
-    assert "def col_sum_kernel_bucket1(" in merged and "def col_sum_kernel_bucket2(" not in merged  # same kernel
+    assert (
+        "def col_sum_kernel_bucket1(" in merged and "def col_sum_kernel_bucket2(" not in merged
+    )  # same kernel
     # the small cases (70x33, 5x130) take buckets 0 and 1 (own columns): both pass the harness
     report = verify(pool, task, merged, "cpu")
     assert report.accepted, report.message
@@ -160,16 +211,29 @@ def test_final_ab_covers_the_best_and_its_closest_rivals(pool, tmp_path):
     from kernelbrain.engine.search.node import Node
 
     ws = workspace(tmp_path)
-    search = Search(find_task(ws / "ops" / "softmax.py", "softmax_kernel"), device="cuda:0",
-                    budget=Budget(wall_s=60), store=Store(ws), pool=pool)
-    for name, speedup, verdict in [("best", 1.56, "faster"), ("a", 1.51, "faster"), ("b", 1.45, "faster"),
-                                   ("c", 1.43, "faster"), ("d", 1.55, "same"), ("e", 1.30, "faster")]:
+    search = Search(
+        find_task(ws / "ops" / "softmax.py", "softmax_kernel"),
+        device="cuda:0",
+        budget=Budget(wall_s=60),
+        store=Store(ws),
+        pool=pool,
+    )
+    for name, speedup, verdict in [
+        ("best", 1.56, "faster"),
+        ("a", 1.51, "faster"),
+        ("b", 1.45, "faster"),
+        ("c", 1.43, "faster"),
+        ("d", 1.55, "same"),
+        ("e", 1.30, "faster"),
+    ]:
         node = Node(name, "", name, "", None, outcome="verified")
         node.timing = TimingResult([], speedup, verdict)
         search.population.nodes[name] = node
     search.population.best_id, search.population.best_speedup = "best", 1.56
     assert [n.id for n in search.endgame.final_contenders()] == ["best", "a", "b"]
-    search.population.nodes["best"].timing = TimingResult([], 2.67, "faster")  # an outlier far ahead
+    search.population.nodes["best"].timing = TimingResult(
+        [], 2.67, "faster"
+    )  # an outlier far ahead
     search.population.best_speedup = 2.67
     assert [n.id for n in search.endgame.final_contenders()] == ["best", "a", "b"]
 
@@ -181,14 +245,25 @@ def test_speedups_from_separate_ab_runs_are_taken_against_one_reference(pool, tm
     from kernelbrain.engine.evaluate.messages import CaseTiming, TimingResult
 
     ws = workspace(tmp_path)
-    search = Search(find_task(ws / "ops" / "softmax.py", "softmax_kernel"), device="cuda:0",
-                    budget=Budget(wall_s=60), store=Store(ws), pool=pool)
+    search = Search(
+        find_task(ws / "ops" / "softmax.py", "softmax_kernel"),
+        device="cuda:0",
+        budget=Budget(wall_s=60),
+        store=Store(ws),
+        pool=pool,
+    )
     search.population.labels, search.population.baseline_us = ["big", "small"], [187.0, 50.0]
 
     def ab(base_ms, cand_ms, verdict="faster"):
-        cases = [CaseTiming(label, b, c, b / c, b / c * 0.9, b / c * 1.1, 0.0, 0.01, "faster", 100, False)
-                 for label, b, c in zip(search.population.labels, base_ms, cand_ms)]
-        return TimingResult(cases, (base_ms[0] / cand_ms[0] * base_ms[1] / cand_ms[1]) ** 0.5, verdict)
+        cases = [
+            CaseTiming(
+                label, b, c, b / c, b / c * 0.9, b / c * 1.1, 0.0, 0.01, "faster", 100, False
+            )
+            for label, b, c in zip(search.population.labels, base_ms, cand_ms)
+        ]
+        return TimingResult(
+            cases, (base_ms[0] / cand_ms[0] * base_ms[1] / cand_ms[1]) ** 0.5, verdict
+        )
 
     slower = ab([0.260, 0.050], [0.095, 0.025])  # timed beside a slow run of the original
     faster = ab([0.200, 0.050], [0.090, 0.025], "mixed")
@@ -197,11 +272,22 @@ def test_speedups_from_separate_ab_runs_are_taken_against_one_reference(pool, tm
     assert r_faster.speedup > r_slower.speedup
     assert r_faster.speedup == pytest.approx((187 / 90 * 50 / 25) ** 0.5)
     big = r_faster.cases[0]
-    assert (big.baseline_ms, big.candidate_ms, big.verdict) == (pytest.approx(0.187), 0.090, "faster")
-    assert (big.ci_low, big.ci_high) == (pytest.approx(187 / 90 * 0.9), pytest.approx(187 / 90 * 1.1))
+    assert (big.baseline_ms, big.candidate_ms, big.verdict) == (
+        pytest.approx(0.187),
+        0.090,
+        "faster",
+    )
+    assert (big.ci_low, big.ci_high) == (
+        pytest.approx(187 / 90 * 0.9),
+        pytest.approx(187 / 90 * 1.1),
+    )
     assert r_faster.verdict == "mixed"
     # a case the reference does not know (a timing from another set of cases) is left as it was
-    other = TimingResult([CaseTiming("other", 0.2, 0.1, 2.0, 1.9, 2.1, 0.0, 0.01, "faster", 10, False)], 2.0, "faster")
+    other = TimingResult(
+        [CaseTiming("other", 0.2, 0.1, 2.0, 1.9, 2.1, 0.0, 0.01, "faster", 10, False)],
+        2.0,
+        "faster",
+    )
     assert search.population.rebased(other) is other
 
 
@@ -213,19 +299,54 @@ def test_final_ab_keeps_the_simpler_of_variants_tied_within_noise(pool, tmp_path
     from kernelbrain.engine.search.node import Node
 
     ws = workspace(tmp_path)
-    search = Search(find_task(ws / "ops" / "softmax.py", "softmax_kernel"), device="cuda:0",
-                    budget=Budget(wall_s=60), store=Store(ws), pool=pool)
+    search = Search(
+        find_task(ws / "ops" / "softmax.py", "softmax_kernel"),
+        device="cuda:0",
+        budget=Budget(wall_s=60),
+        store=Store(ws),
+        pool=pool,
+    )
     lines = search.original.splitlines()
 
     def node(name, speedup, changed, dispatch=False):
-        n = Node(name, "\n".join([f"# {name} {i}" for i in range(changed)] + lines), name, "", "original",
-                 dispatch=dispatch, outcome="verified")
-        n.timing = TimingResult([CaseTiming("c", 1.0, 1 / speedup, speedup, speedup, speedup, 0.0, 0.005,
-                                            "faster", 100, True)], speedup, "faster")
+        n = Node(
+            name,
+            "\n".join([f"# {name} {i}" for i in range(changed)] + lines),
+            name,
+            "",
+            "original",
+            dispatch=dispatch,
+            outcome="verified",
+        )
+        n.timing = TimingResult(
+            [
+                CaseTiming(
+                    "c",
+                    1.0,
+                    1 / speedup,
+                    speedup,
+                    speedup,
+                    speedup,
+                    0.0,
+                    0.005,
+                    "faster",
+                    100,
+                    True,
+                )
+            ],
+            speedup,
+            "faster",
+        )
         return n
 
-    dispatched, small, large = node("dispatch", 1.1661, 40, True), node("small", 1.1654, 3), node("large", 1.166, 9)
-    speedup, kept = search.endgame.simplest_of_tied([(1.1661, dispatched), (1.1654, small), (1.166, large)], dispatched)
+    dispatched, small, large = (
+        node("dispatch", 1.1661, 40, True),
+        node("small", 1.1654, 3),
+        node("large", 1.166, 9),
+    )
+    speedup, kept = search.endgame.simplest_of_tied(
+        [(1.1661, dispatched), (1.1654, small), (1.166, large)], dispatched
+    )
     assert (kept.id, speedup) == ("small", 1.1654)
     assert any("within the noise floor" in n for n in search.ledger.notes)
     clearly = node("clearly", 1.20, 40, True)
@@ -239,26 +360,40 @@ def test_final_ab_keeps_the_simpler_of_variants_tied_within_noise(pool, tmp_path
     search.endgame.final_ab()
     assert (search.population.best_id, search.population.best_speedup) == ("small", 1.1654)
     assert [n for n in search.ledger.notes if n.startswith("final A/B")] == [
-        "final A/B: small at 1.165x is within the noise floor of dispatch at 1.166x and the simpler change, so it is kept"]
+        "final A/B: small at 1.165x is within the noise floor of dispatch at 1.166x and the simpler change, so it is kept"
+    ]
     # equally simple and tied: the measured order is noise; the cost model's order decides, so
     # that two runs measuring the pair in opposite orders keep the same one
     search.population.baseline_est = [10.0]
     tile_a, tile_b = node("tile-a", 4.0999, 3), node("tile-b", 4.0944, 3)
     tile_a.estimate_us, tile_b.estimate_us = [2.5], [2.4]
-    assert search.endgame.simplest_of_tied([(4.0999, tile_a), (4.0944, tile_b)], tile_a)[1] is tile_b
+    assert (
+        search.endgame.simplest_of_tied([(4.0999, tile_a), (4.0944, tile_b)], tile_a)[1] is tile_b
+    )
     tile_a.timing, tile_b.timing = tile_b.timing, tile_a.timing
-    assert search.endgame.simplest_of_tied([(4.0944, tile_a), (4.0999, tile_b)], tile_b)[1] is tile_b
+    assert (
+        search.endgame.simplest_of_tied([(4.0944, tile_a), (4.0999, tile_b)], tile_b)[1] is tile_b
+    )
     # the same order decides which quick-timed near-ties go on to the full harness
     from kernelbrain.engine.search.selection import FULL_AFTER_QUICK, split_stones
 
     quick = []
-    for name, q, est in (("q-a", 1.880, 2.6), ("q-b", 1.876, 2.4), ("q-c", 1.874, 2.5), ("q-d", 1.750, 1.0)):
+    for name, q, est in (
+        ("q-a", 1.880, 2.6),
+        ("q-b", 1.876, 2.4),
+        ("q-c", 1.874, 2.5),
+        ("q-d", 1.750, 1.0),
+    ):
         n = node(name, q, 3)
         n.quick_timing, n.timing, n.estimate_us = n.timing, None, [est]
         quick.append(n)
     contenders, behind, below = split_stones(quick, 1.0, search.ladder.ties_first)
     assert FULL_AFTER_QUICK == 2
-    assert [n.id for n in contenders] == ["q-b", "q-c"] and [n.id for n in behind] == ["q-a", "q-d"] and below == []
+    assert (
+        [n.id for n in contenders] == ["q-b", "q-c"]
+        and [n.id for n in behind] == ["q-a", "q-d"]
+        and below == []
+    )
 
 
 def gpu_search_with_original(pool, tmp_path, op: str):
@@ -283,8 +418,14 @@ def per_case_timing(labels: list[str], per_case: list[float]):
     from kernelbrain.engine.evaluate.messages import CaseTiming, TimingResult
     from kernelbrain.engine.evaluate.stats import geomean
 
-    return TimingResult([CaseTiming(lbl, 1.0, 1.0 / x, x, x, x, 0.0, 0.01, "faster", 10, False)
-                         for lbl, x in zip(labels, per_case)], geomean(per_case), "faster")
+    return TimingResult(
+        [
+            CaseTiming(lbl, 1.0, 1.0 / x, x, x, x, 0.0, 0.01, "faster", 10, False)
+            for lbl, x in zip(labels, per_case)
+        ],
+        geomean(per_case),
+        "faster",
+    )
 
 
 def test_dispatch_ingredients_include_quick_timed_candidates_on_a_gpu(pool, tmp_path, monkeypatch):
@@ -295,7 +436,11 @@ def test_dispatch_ingredients_include_quick_timed_candidates_on_a_gpu(pool, tmp_
 
     search, task, source = gpu_search_with_original(pool, tmp_path, "softmax")
     muts = load_mutators()
-    wide = next(p for p in muts["config"].propose(MutationContext(task, source)) if p.knobs.get("num_warps") == 8)
+    wide = next(
+        p
+        for p in muts["config"].propose(MutationContext(task, source))
+        if p.knobs.get("num_warps") == 8
+    )
     single = next(iter(muts["single-pass"].propose(MutationContext(task, source))))
 
     def timing(per_case):
@@ -346,36 +491,60 @@ def test_shape_winners_and_other_structures_are_expanded_and_a_climb_is_progress
         return n
 
     original.expanded = True  # as after the first generation
-    for i, origin in enumerate(["coarsen-atomics+config", "coarsen-atomics+hints", "coarsen-atomics+config+hints",
-                                "hints+coarsen-atomics", "coarsen-atomics+int64-offsets"]):
+    for i, origin in enumerate(
+        [
+            "coarsen-atomics+config",
+            "coarsen-atomics+hints",
+            "coarsen-atomics+config+hints",
+            "hints+coarsen-atomics",
+            "coarsen-atomics+int64-offsets",
+        ]
+    ):
         node(f"c{i}", origin, [2.7 - i * 0.01, 2.7 - i * 0.01, 2.6 - i * 0.01])
     own = node("own", "own-columns+launcher-cleanup+loop-stages", [0.4, 0.1, 2.5], outcome="stone")
-    wide = node("wide", "coarsen-atomics+config", [1.0, 2.8, 1.0], outcome="stone")  # the best on 65536x1024
+    wide = node(
+        "wide", "coarsen-atomics+config", [1.0, 2.8, 1.0], outcome="stone"
+    )  # the best on 65536x1024
     parents = selection.parents(search.population)
     # three by the geomean; tuned chains of the coarsened atomics are one structure, own columns
     # another; and the second case's best
     assert parents == [search.population.nodes[k] for k in ("c0", "c1", "c2")] + [own, wide]
     # an autotuned variant is no structure's walk: `config` cannot retune it
     tuned = node("tuned", "own-columns+loop-stages+autotune", [1.0, 0.5, 2.5], outcome="stone")
-    assert own in selection.parents(search.population) and tuned not in selection.parents(search.population)
+    assert own in selection.parents(search.population) and tuned not in selection.parents(
+        search.population
+    )
     hand = node("hand", "own-columns+loop-stages+config", [0.9, 0.5, 2.4], outcome="stone")
-    kept, _ = halve([search.population.nodes["c0"], tuned, hand], 1)  # its structure's best hand-tuned variant
+    kept, _ = halve(
+        [search.population.nodes["c0"], tuned, hand], 1
+    )  # its structure's best hand-tuned variant
     assert hand in kept
     del search.population.nodes["hand"]
     del search.population.nodes["tuned"]
     ranked = [search.population.nodes[k] for k in ("c0", "c1", "c2")] + [own, wide]
     kept, dropped = halve(ranked, 2, search.population.case_speedups)
-    assert wide in kept and own in kept and search.population.nodes["c2"] in dropped  # wide: a shape's best; own: a structure's
+    assert (
+        wide in kept and own in kept and search.population.nodes["c2"] in dropped
+    )  # wide: a shape's best; own: a structure's
     # a structure's best on one case is kept though another structure leads there: the tiling of
     # the column strips that wins the first case loses the geomean to the one that wins the third
-    eight = node("eight", "own-columns+launcher-cleanup+loop-stages+config", [1.5, 0.05, 2.0], outcome="stone")
+    eight = node(
+        "eight",
+        "own-columns+launcher-cleanup+loop-stages+config",
+        [1.5, 0.05, 2.0],
+        outcome="stone",
+    )
     kept, dropped = halve(ranked + [eight], 2, search.population.case_speedups)
     assert eight in kept and search.population.nodes["c2"] in dropped
     del search.population.nodes["eight"]
     before = selection.Standing.of(search.population)
     assert not selection.progressed(search.population, before)
-    own.quick_timing = timing([0.8, 0.1, 2.5])  # retuned: twice as fast on the first case, still no shape's best
-    assert search.population.per_shape_best() == pytest.approx(before.per_shape) and selection.progressed(search.population, before)
+    own.quick_timing = timing(
+        [0.8, 0.1, 2.5]
+    )  # retuned: twice as fast on the first case, still no shape's best
+    assert search.population.per_shape_best() == pytest.approx(
+        before.per_shape
+    ) and selection.progressed(search.population, before)
 
 
 def test_a_step_that_paid_on_some_case_is_repeated_first(pool, tmp_path):
@@ -387,13 +556,24 @@ def test_a_step_that_paid_on_some_case_is_repeated_first(pool, tmp_path):
     search, task, source = gpu_search_with_original(pool, tmp_path, "col_sum")
     muts = load_mutators()
     own = next(iter(muts["own-columns"].propose(MutationContext(task, source))))
-    square = next(p for p in muts["config"].propose(MutationContext(task, own.source))
-                  if p.knobs == {"BLOCK_M": 64, "BLOCK_N": 64, "num_warps": 4, "loop_stages": 3})
+    square = next(
+        p
+        for p in muts["config"].propose(MutationContext(task, own.source))
+        if p.knobs == {"BLOCK_M": 64, "BLOCK_N": 64, "num_warps": 4, "loop_stages": 3}
+    )
     nodes = {}
-    for name, p, parent, per_case in [("own", own, "original", [0.4, 0.1, 2.5]),
-                                      ("square", square, "own", [0.8, 0.1, 2.4])]:
-        nodes[name] = Node(name, p.source, p.origin if parent == "original" else f"own-columns+{p.origin}",
-                           p.description, parent, outcome="stone")
+    for name, p, parent, per_case in [
+        ("own", own, "original", [0.4, 0.1, 2.5]),
+        ("square", square, "own", [0.8, 0.1, 2.4]),
+    ]:
+        nodes[name] = Node(
+            name,
+            p.source,
+            p.origin if parent == "original" else f"own-columns+{p.origin}",
+            p.description,
+            parent,
+            outcome="stone",
+        )
         nodes[name].quick_timing = per_case_timing(search.population.labels, per_case)
         search.population.nodes[name] = nodes[name]
 
@@ -403,7 +583,9 @@ def test_a_step_that_paid_on_some_case_is_repeated_first(pool, tmp_path):
 
     tall = "BLOCK_M=128, BLOCK_N=64, num_warps=4"
     assert tall in first_config(nodes["square"])
-    nodes["square"].quick_timing = per_case_timing(search.population.labels, [0.4, 0.1, 2.4])  # paid on no case
+    nodes["square"].quick_timing = per_case_timing(
+        search.population.labels, [0.4, 0.1, 2.4]
+    )  # paid on no case
     assert tall not in first_config(nodes["square"])
 
 
@@ -419,13 +601,20 @@ def test_dry_runs_draw_a_launchers_cpu_inputs_once_per_worker(pool, tmp_path):
     source = path.read_text().replace(
         'def cross_entropy_inputs(device="cuda"):\n',
         f'def cross_entropy_inputs(device="cuda"):\n    open({str(log)!r}, "a").write(str(device) + "\\n")\n'
-        '    return [(torch.randn(8, 300, device=device, dtype=torch.bfloat16), '
-        'torch.randint(0, 300, (8,), device=device))]\n')
+        "    return [(torch.randn(8, 300, device=device, dtype=torch.bfloat16), "
+        "torch.randint(0, 300, (8,), device=device))]\n",
+    )
     path.write_text(source)
     task = find_task(path, "cross_entropy_kernel")
     first = pool.call("compile:0", m.Specialize(task, None, seed=0), 120.0)
-    again = [pool.call("compile:0", m.Specialize(task, source.replace("BLOCK_SIZE=1024", f"BLOCK_SIZE={b}"), seed=0),
-                       120.0) for b in (256, 512)]
+    again = [
+        pool.call(
+            "compile:0",
+            m.Specialize(task, source.replace("BLOCK_SIZE=1024", f"BLOCK_SIZE={b}"), seed=0),
+            120.0,
+        )
+        for b in (256, 512)
+    ]
     assert first.device == "cpu" and [r.device for r in again] == ["cpu", "cpu"]
     assert [r.cases[0].launches[0].args[-1].value for r in again] == [256, 512]
     assert log.read_text().split() == ["meta", "cpu"]  # meta failed at `.item()`, CPU drawn once
@@ -442,7 +631,9 @@ def test_rewrites_that_helped_are_proposed_first(pool, tmp_path):
     task = find_task(ws / "ops" / "matmul.py", "matmul_kernel")
     search = Search(task, device="cuda:0", budget=Budget(wall_s=60), store=Store(ws), pool=pool)
     original = open(task.file).read()
-    search.population.nodes["original"] = Node("original", original, "original", "", None, outcome="verified")
+    search.population.nodes["original"] = Node(
+        "original", original, "original", "", None, outcome="verified"
+    )
     ctx = MutationContext(task, original)
     mutators = load_mutators()
     tiled = next(iter(mutators["config"].propose(ctx)))
@@ -474,14 +665,27 @@ def test_candidates_far_below_the_lead_become_stepping_stones():
         node.quick_timing = TimingResult([], q, "faster")
         return node
 
-    kept = [quick("tile-a", 1.87), quick("tile-b", 1.80), quick("tile-c", 1.63), quick("cleanup", 1.06)]
+    kept = [
+        quick("tile-a", 1.87),
+        quick("tile-b", 1.80),
+        quick("tile-c", 1.63),
+        quick("cleanup", 1.06),
+    ]
     contenders, behind, below = split_stones(kept, best=1.0)
     assert [n.id for n in contenders] == ["tile-a", "tile-b"] and behind == []
     assert [n.id for n in below] == ["tile-c", "cleanup"]
     # near-ties beyond the FULL_AFTER_QUICK fastest wait as stones too
-    near = [quick("tile-a", 1.88), quick("tile-b", 1.86), quick("tile-c", 1.85), quick("tile-d", 1.83)]
+    near = [
+        quick("tile-a", 1.88),
+        quick("tile-b", 1.86),
+        quick("tile-c", 1.85),
+        quick("tile-d", 1.83),
+    ]
     contenders, behind, below = split_stones(near, best=1.0)
-    assert [n.id for n in contenders] == ["tile-a", "tile-b"] and [n.id for n in behind] == ["tile-c", "tile-d"]
+    assert [n.id for n in contenders] == ["tile-a", "tile-b"] and [n.id for n in behind] == [
+        "tile-c",
+        "tile-d",
+    ]
     assert below == []
     # the lead can be an earlier generation's best: then nothing new may be near it
     contenders, behind, stones = split_stones(kept, best=2.5)
@@ -497,11 +701,18 @@ def test_gpu_seconds_to_best_are_those_spent_when_the_best_was_verified(pool, tm
     from kernelbrain.engine.api.results import TrajectoryPoint
 
     ws = workspace(tmp_path)
-    search = Search(find_task(ws / "ops" / "softmax.py", "softmax_kernel"), device="cuda:0",
-                    budget=Budget(wall_s=60), store=Store(ws), pool=pool)
-    search.ledger.trajectory = [TrajectoryPoint(1.0, "a", "config", "verified", 1.2, 1.2, 10.0),
-                         TrajectoryPoint(2.0, "b", "config", "quick:below-lead", 1.0, 1.2, 14.0),
-                         TrajectoryPoint(3.0, "c", "single-pass", "verified", 1.5, 1.5, 31.5)]
+    search = Search(
+        find_task(ws / "ops" / "softmax.py", "softmax_kernel"),
+        device="cuda:0",
+        budget=Budget(wall_s=60),
+        store=Store(ws),
+        pool=pool,
+    )
+    search.ledger.trajectory = [
+        TrajectoryPoint(1.0, "a", "config", "verified", 1.2, 1.2, 10.0),
+        TrajectoryPoint(2.0, "b", "config", "quick:below-lead", 1.0, 1.2, 14.0),
+        TrajectoryPoint(3.0, "c", "single-pass", "verified", 1.5, 1.5, 31.5),
+    ]
     search.population.best_id = "c"
     assert search.gpu_s_to_best() == 31.5
     search.population.best_id = "resumed-from-the-store"
@@ -524,23 +735,36 @@ def test_the_best_gets_the_stackable_steps_that_paid_elsewhere(pool, tmp_path, m
     fast_exp = next(iter(mutators["exp2"].propose(MutationContext(task, online.source))))
     hinted = next(iter(mutators["hints"].propose(MutationContext(task, online.source))))
     tuned = next(iter(mutators["config"].propose(MutationContext(task, online.source))))
-    search.population.nodes["original"] = Node("original", original, "original", "", None, outcome="verified")
+    search.population.nodes["original"] = Node(
+        "original", original, "original", "", None, outcome="verified"
+    )
     for name, source, origin, parent, speedup in [
-            ("online", online.source, "online-softmax", "original", 2.61),
-            ("fast", fast_exp.source, "online-softmax+exp2", "online", 2.71),  # exp2 paid
-            ("hinted", hinted.source, "online-softmax+hints", "online", 2.60),  # hints did not
-            ("best", tuned.source, "online-softmax+config", "online", 3.39)]:
-        search.population.nodes[name] = Node(name, source, origin, origin, parent, outcome="verified")
+        ("online", online.source, "online-softmax", "original", 2.61),
+        ("fast", fast_exp.source, "online-softmax+exp2", "online", 2.71),  # exp2 paid
+        ("hinted", hinted.source, "online-softmax+hints", "online", 2.60),  # hints did not
+        ("best", tuned.source, "online-softmax+config", "online", 3.39),
+    ]:
+        search.population.nodes[name] = Node(
+            name, source, origin, origin, parent, outcome="verified"
+        )
         search.population.nodes[name].timing = TimingResult([], speedup, "faster")
     search.population.best_id, search.population.best_speedup = "best", 3.39
     generated = []
-    monkeypatch.setattr(search.ladder, "generation", lambda nodes, force=False: generated.append((nodes, force)))
+    monkeypatch.setattr(
+        search.ladder, "generation", lambda nodes, force=False: generated.append((nodes, force))
+    )
     search.endgame.polish()
     [([polished], force)] = generated
     assert force and polished.parent == "best" and polished.origin == "online-softmax+config+exp2"
-    assert "tl.exp2(" in polished.source and "tl.exp(" not in polished.source.split("def cross_entropy(")[0]
+    assert (
+        "tl.exp2(" in polished.source
+        and "tl.exp(" not in polished.source.split("def cross_entropy(")[0]
+    )
     # the best's tiling is kept: only the exponentials changed
-    assert polished.source.split("def cross_entropy(")[1] == tuned.source.split("def cross_entropy(")[1]
+    assert (
+        polished.source.split("def cross_entropy(")[1]
+        == tuned.source.split("def cross_entropy(")[1]
+    )
     assert verify(pool, task, polished.source, "cpu").accepted
     # tried once: a polished variant already known is not generated again
     search.population.nodes[polished.id] = polished

@@ -22,24 +22,55 @@ CAP = 5
 
 
 def copy(tmp: Path) -> Path:
-    shutil.copytree(EXAMPLES, tmp / "ws", ignore=shutil.ignore_patterns(".kernelbrain", "__pycache__"))
+    shutil.copytree(
+        EXAMPLES, tmp / "ws", ignore=shutil.ignore_patterns(".kernelbrain", "__pycache__")
+    )
     return tmp / "ws"
 
 
 @pytest.mark.slow
 def test_the_cli_and_an_editor_job_find_the_same_verified_variants(tmp_path):
     cli_ws, editor_ws = copy(tmp_path / "cli"), copy(tmp_path / "editor")
-    proc = subprocess.run([sys.executable, "-m", "kernelbrain.engine.cli", "optimize", "ops/gelu.py::gelu_kernel",
-                           "--device", "cpu", "--budget", "10m", "--max-candidates", str(CAP), "--seed", "3",
-                           "--json"], capture_output=True, text=True, cwd=cli_ws, timeout=900)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "kernelbrain.engine.cli",
+            "optimize",
+            "ops/gelu.py::gelu_kernel",
+            "--device",
+            "cpu",
+            "--budget",
+            "10m",
+            "--max-candidates",
+            str(CAP),
+            "--seed",
+            "3",
+            "--json",
+        ],
+        capture_output=True,
+        text=True,
+        cwd=cli_ws,
+        timeout=900,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     cli = json.loads(proc.stdout)
 
     done = threading.Event()
     finished = []
-    jobs = JobManager(lambda info, event: None, lambda info, result: (finished.append((info, result)), done.set()))
-    jobs.start(JobRequest(str(editor_ws / "ops" / "gelu.py"), "gelu_kernel", budget_s=600, max_candidates=CAP,
-                          device="cpu", seed=3))
+    jobs = JobManager(
+        lambda info, event: None, lambda info, result: (finished.append((info, result)), done.set())
+    )
+    jobs.start(
+        JobRequest(
+            str(editor_ws / "ops" / "gelu.py"),
+            "gelu_kernel",
+            budget_s=600,
+            max_candidates=CAP,
+            device="cpu",
+            seed=3,
+        )
+    )
     assert done.wait(900)
     info, editor = finished[0]
     assert info.state == "finished" and editor is not None, info.error

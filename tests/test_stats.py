@@ -54,4 +54,6 @@ def test_spearman():
     assert stats.spearman([1, 2, 3, 4], [4, 3, 2, 1]) == -1.0
     assert abs(stats.spearman([1, 2, 2, 3], [1, 2, 3, 4]) - 0.9486832980505138) < 1e-12
     # the same estimate summed in another order differs in its last bits: still a tie
-    assert stats.spearman([1, 2, 2 + 4e-16, 3], [1, 2, 3, 4]) == stats.spearman([1, 2, 2, 3], [1, 2, 3, 4])
+    assert stats.spearman([1, 2, 2 + 4e-16, 3], [1, 2, 3, 4]) == stats.spearman(
+        [1, 2, 2, 3], [1, 2, 3, 4]
+    )

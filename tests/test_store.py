@@ -15,7 +15,12 @@ def test_round_trip_and_wal(tmp_path):
     assert s.candidate(key, "c1")["source"] == "src"
     s.record_outcome(key, "c1", "cpu", "smoke", True, None, "ok", {"cases": 2})
     s.record_outcome(key, "c1", "cpu", "full", False, "mismatch", "bad", None)
-    assert s.outcomes(key, "cpu")["c1"]["full"] == {"passed": False, "reason": "mismatch", "message": "bad", "details": {}}
+    assert s.outcomes(key, "cpu")["c1"]["full"] == {
+        "passed": False,
+        "reason": "mismatch",
+        "message": "bad",
+        "details": {},
+    }
     s.record_measurement(key, "c1", "cuda:0", "case 0", True, 1.0, 0.5, 2.0, {"p": 0.001})
     assert s.measurements(key, "c1", "cuda:0")[0]["speedup"] == 2.0
     sid = s.start_search(key, "ops/a.py", "k", "cpu")
@@ -43,10 +48,14 @@ def test_corrupt_database_is_moved_aside_and_rebuilt(tmp_path):
 
 def test_foreign_schema_version_is_moved_aside(tmp_path):
     s = Store(tmp_path)
-    s._conn.execute("UPDATE meta SET value=? WHERE key='schema_version'", (str(SCHEMA_VERSION + 7),))
+    s._conn.execute(
+        "UPDATE meta SET value=? WHERE key='schema_version'", (str(SCHEMA_VERSION + 7),)
+    )
     s.close()
     again = Store(tmp_path)
-    assert again.notice is not None and f"schema version {SCHEMA_VERSION + 7}" in again.notice.message
+    assert (
+        again.notice is not None and f"schema version {SCHEMA_VERSION + 7}" in again.notice.message
+    )
 
 
 def test_database_of_another_program_is_not_touched_in_place(tmp_path):

@@ -12,7 +12,7 @@ from kernelbrain.engine.task.scaffold import STUB_MARK, scaffold
 
 from .conftest import EXAMPLES
 
-KERNEL = textwrap.dedent('''
+KERNEL = textwrap.dedent("""
     import torch
     import triton
     import triton.language as tl
@@ -35,10 +35,12 @@ KERNEL = textwrap.dedent('''
 
     def scale_inputs(device="cuda"):
         return [(torch.randn(4096, device=device),)]
-''')
+""")
 
 
-def project(tmp_path: Path, config: str, name: str = "kernelbrain.toml", source: str = KERNEL) -> Path:
+def project(
+    tmp_path: Path, config: str, name: str = "kernelbrain.toml", source: str = KERNEL
+) -> Path:
     (tmp_path / "ops").mkdir(exist_ok=True)
     (tmp_path / "ops" / "scale.py").write_text(source)
     (tmp_path / name).write_text(textwrap.dedent(config))
@@ -54,55 +56,97 @@ def error(path, kernel="scale_kernel") -> TaskError:
 def test_examples_resolve():
     for path in sorted((EXAMPLES / "ops").glob("*.py")):
         task = find_task(path, f"{path.stem}_kernel")
-        assert task.kind == "config" and task.entry == path.stem and task.reference == f"{path.stem}_ref"
+        assert (
+            task.kind == "config"
+            and task.entry == path.stem
+            and task.reference == f"{path.stem}_ref"
+        )
         assert task.small_inputs.endswith(f":{path.stem}_small_inputs")
 
 
 def test_entry_is_detected_and_pyproject_works(tmp_path):
-    path = project(tmp_path, '''
+    path = project(
+        tmp_path,
+        """
         [tool.kernelbrain]
         [[tool.kernelbrain.tasks]]
         file = "ops/scale.py"
         kernel = "scale_kernel"
         reference = "scale_ref"
         inputs = "scale_inputs"
-    ''', name="pyproject.toml")
+    """,
+        name="pyproject.toml",
+    )
     task = find_task(path)  # kernel omitted: the only harnessed one
-    assert task.entry == "scale" and task.config.endswith("pyproject.toml") and task.small_inputs is None
+    assert (
+        task.entry == "scale"
+        and task.config.endswith("pyproject.toml")
+        and task.small_inputs is None
+    )
 
 
 def test_reference_in_another_module(tmp_path):
-    path = project(tmp_path, '''
+    path = project(
+        tmp_path,
+        """
         [[tasks]]
         file = "ops/scale.py"
         kernel = "scale_kernel"
         reference = "refs/scale_refs.py:ref"
         inputs = "scale_inputs"
-    ''')
+    """,
+    )
     (tmp_path / "refs").mkdir()
     (tmp_path / "refs" / "scale_refs.py").write_text("def ref(x):\n    return x * 2\n")
     task = find_task(path, "scale_kernel")
     assert task.reference_module.endswith("scale_refs.py") and task.reference == "ref"
 
 
-@pytest.mark.parametrize("config, code, words", [
-    ('file = "ops/scale.py"\nkernel = "scale_kernel"\nreference = "nope"\ninputs = "scale_inputs"',
-     "reference-not-found", "reference `nope` not found"),
-    ('file = "ops/scale.py"\nkernel = "scale_kernel"\nreference = "scale_ref"\ninputs = "nope"',
-     "inputs-not-found", "inputs `nope` not found"),
-    ('file = "ops/scale.py"\nkernel = "scale_kernel"\nentry = "nope"\nreference = "scale_ref"\ninputs = "scale_inputs"',
-     "entry-not-found", "entry `nope` not found"),
-    ('file = "ops/scale.py"\nkernel = "scale_kernel"\nreference = "scale_ref_two"\ninputs = "scale_inputs"',
-     "signature-mismatch", "does not take the same arguments"),
-    ('file = "ops/scale.py"\nkernel = "scale_kernel"\ninputs = "scale_inputs"',
-     "reference-not-found", "has no `reference`"),
-    ('file = "ops/scale.py"\nkernel = "scale_kernel"\nreference = "missing.py:ref"\ninputs = "scale_inputs"',
-     "reference-not-found", "module `missing.py`"),
-    ('file = "ops/scale.py"\nkernel = 3\nreference = "scale_ref"\ninputs = "scale_inputs"',
-     "config", "Expected `str`, got `int`"),
-    ('file = "ops/scale.py"\nkernel = "scale_kernel"\nreference = "scale_ref"\ninputs = "scale_inputs"\nbogus = 1',
-     "config", "unknown field `bogus`"),
-])
+@pytest.mark.parametrize(
+    "config, code, words",
+    [
+        (
+            'file = "ops/scale.py"\nkernel = "scale_kernel"\nreference = "nope"\ninputs = "scale_inputs"',
+            "reference-not-found",
+            "reference `nope` not found",
+        ),
+        (
+            'file = "ops/scale.py"\nkernel = "scale_kernel"\nreference = "scale_ref"\ninputs = "nope"',
+            "inputs-not-found",
+            "inputs `nope` not found",
+        ),
+        (
+            'file = "ops/scale.py"\nkernel = "scale_kernel"\nentry = "nope"\nreference = "scale_ref"\ninputs = "scale_inputs"',
+            "entry-not-found",
+            "entry `nope` not found",
+        ),
+        (
+            'file = "ops/scale.py"\nkernel = "scale_kernel"\nreference = "scale_ref_two"\ninputs = "scale_inputs"',
+            "signature-mismatch",
+            "does not take the same arguments",
+        ),
+        (
+            'file = "ops/scale.py"\nkernel = "scale_kernel"\ninputs = "scale_inputs"',
+            "reference-not-found",
+            "has no `reference`",
+        ),
+        (
+            'file = "ops/scale.py"\nkernel = "scale_kernel"\nreference = "missing.py:ref"\ninputs = "scale_inputs"',
+            "reference-not-found",
+            "module `missing.py`",
+        ),
+        (
+            'file = "ops/scale.py"\nkernel = 3\nreference = "scale_ref"\ninputs = "scale_inputs"',
+            "config",
+            "Expected `str`, got `int`",
+        ),
+        (
+            'file = "ops/scale.py"\nkernel = "scale_kernel"\nreference = "scale_ref"\ninputs = "scale_inputs"\nbogus = 1',
+            "config",
+            "unknown field `bogus`",
+        ),
+    ],
+)
 def test_clear_error_for_every_wrong_piece(tmp_path, config, code, words):
     path = project(tmp_path, "[[tasks]]\n" + config + "\n")
     err = error(path)
@@ -119,7 +163,7 @@ def test_missing_file_kernel_and_harness(tmp_path):
 
 
 def test_kernelbench_task_file(tmp_path):
-    src = KERNEL + textwrap.dedent('''
+    src = KERNEL + textwrap.dedent("""
         class Model(torch.nn.Module):
             def forward(self, x):
                 return x * 2
@@ -133,10 +177,15 @@ def test_kernelbench_task_file(tmp_path):
 
         def get_init_inputs():
             return []
-    ''')
+    """)
     (tmp_path / "level1.py").write_text(src)
     task = find_task(tmp_path / "level1.py")
-    assert (task.kind, task.kernel, task.entry, task.reference) == ("kernelbench", "scale_kernel", "ModelNew", "Model")
+    assert (task.kind, task.kernel, task.entry, task.reference) == (
+        "kernelbench",
+        "scale_kernel",
+        "ModelNew",
+        "Model",
+    )
 
 
 def test_init_scaffolds_a_harness_that_fails_clearly_until_filled(tmp_path):

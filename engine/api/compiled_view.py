@@ -39,10 +39,14 @@ def summary(view: CompiledView) -> str:
         if not f.ok:
             lines.append(f"{consts}: does not compile ({(f.error or '')[:80]})")
             continue
-        loads = ", ".join(f"{n}x{w}-bit" for w, n in sorted(f.global_load_bits.items(), key=lambda x: -int(x[0])))
+        loads = ", ".join(
+            f"{n}x{w}-bit" for w, n in sorted(f.global_load_bits.items(), key=lambda x: -int(x[0]))
+        )
         looped = f" ({f.loop_instructions} in loops)" if f.loop_instructions else ""
-        lines.append(f"{consts}, warps={f.num_warps}, stages={f.num_stages}: {f.n_regs} regs, "
-                     f"{f.n_spills or 0} B spilled, {(f.shared_bytes or 0) // 1024} KB shared, occupancy "
-                     f"{(f.occupancy or 0):.0%}, loads {loads or 'none'}, {f.tensor_core_ops} tensor-core ops, "
-                     f"{f.instructions} SASS instructions{looped}")
+        lines.append(
+            f"{consts}, warps={f.num_warps}, stages={f.num_stages}: {f.n_regs} regs, "
+            f"{f.n_spills or 0} B spilled, {(f.shared_bytes or 0) // 1024} KB shared, occupancy "
+            f"{(f.occupancy or 0):.0%}, loads {loads or 'none'}, {f.tensor_core_ops} tensor-core ops, "
+            f"{f.instructions} SASS instructions{looped}"
+        )
     return "\n".join(lines)

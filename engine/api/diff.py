@@ -9,8 +9,14 @@ import os
 def unified_diff(original: str, new: str, path: str, root: str | None = None) -> str:
     """A unified diff with paths relative to the workspace root (`git apply` / `patch -p1` there)."""
     rel = os.path.relpath(path, root) if root else os.path.relpath(path)
-    return "".join(difflib.unified_diff(original.splitlines(keepends=True), new.splitlines(keepends=True),
-                                        fromfile=f"a/{rel}", tofile=f"b/{rel}"))
+    return "".join(
+        difflib.unified_diff(
+            original.splitlines(keepends=True),
+            new.splitlines(keepends=True),
+            fromfile=f"a/{rel}",
+            tofile=f"b/{rel}",
+        )
+    )
 
 
 def diff_counts(diff: str) -> tuple[int, int]:

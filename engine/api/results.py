@@ -77,7 +77,9 @@ class SearchResult(msgspec.Struct):
     notes: list[str] = []
     seed: int = 0
     source_hash: str = ""
-    case_bytes: list[int] = []  # compulsory bytes per case (each tensor once): the roofline's x-axis
+    case_bytes: list[
+        int
+    ] = []  # compulsory bytes per case (each tensor once): the roofline's x-axis
     case_flops: list[int | None] = []  # matmul FLOPs per case, where the kernel multiplies matrices
     ceilings: dict[str, float] = {}  # the device model's bandwidth (GB/s) and bf16 rate (TFLOP/s)
     rung_seconds: dict[str, float] = {}  # wall time spent in each rung of the ladder
@@ -85,7 +87,9 @@ class SearchResult(msgspec.Struct):
     # how many harness runs they add up
     stage_seconds: dict[str, list[float]] = {}
     original: str = ""  # the source searched (variants are rebased from it onto later edits)
-    entry: str = ""  # the launcher the harness calls (with the kernel, what a variant was verified on)
+    entry: str = (
+        ""  # the launcher the harness calls (with the kernel, what a variant was verified on)
+    )
     # GPU seconds spent when the best was verified: what the coarse-to-fine ladder saves shows
     # here, not in totals that also hold the baseline and the final A/B
     gpu_s_to_best: float | None = None

@@ -18,7 +18,6 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 from .op_sets import ALLOCATION_OPS, ALLOWED_OPS, CHECK_OPS, COPY_OPS, FILL_OPS  # noqa: F401
 
-
 # Quiet NaNs with a payload no arithmetic produces: an element still holding one was never written.
 POISON_BITS = {
     torch.float32: (torch.int32, 0x7FE5A5A5),
@@ -26,7 +25,12 @@ POISON_BITS = {
     torch.bfloat16: (torch.int16, 0x7FDA),
     torch.float64: (torch.int64, 0x7FF8A5A5A5A5A5A5),
 }
-POISON_INT = {torch.int32: -0x5A5A5A5B, torch.int64: -0x5A5A5A5A5A5A5A5B, torch.int16: -0x5A5B, torch.int8: -0x5B}
+POISON_INT = {
+    torch.int32: -0x5A5A5A5B,
+    torch.int64: -0x5A5A5A5A5A5A5A5B,
+    torch.int16: -0x5A5B,
+    torch.int8: -0x5B,
+}
 
 _active: list["AuditMode"] = []
 recorders: list = []  # dry-run recorders (specialize.Recorder): launches are recorded, not run
@@ -97,7 +101,9 @@ class AuditMode(TorchDispatchMode):
     def __init__(self, poison_allocations: bool = True):
         super().__init__()
         self.ops: Counter[str] = Counter()
-        self.on_tensors: set[str] = set()  # ops called with at least one tensor of one or more dimensions
+        self.on_tensors: set[str] = (
+            set()
+        )  # ops called with at least one tensor of one or more dimensions
         self.suspended = 0
         self.poison_allocations = poison_allocations
         self.bytes_written = 0  # by fills and copies outside kernels
@@ -130,4 +136,8 @@ class AuditMode(TorchDispatchMode):
     def compute_ops(self) -> set[str]:
         """Ops beyond allocation and views, except comparisons and logic that only ever saw
         scalars (a launcher's checks): every op that reads the inputs themselves is counted."""
-        return {op for op in self.ops if op not in ALLOWED_OPS and (op not in CHECK_OPS or op in self.on_tensors)}
+        return {
+            op
+            for op in self.ops
+            if op not in ALLOWED_OPS and (op not in CHECK_OPS or op in self.on_tensors)
+        }

@@ -30,7 +30,9 @@ class AutotuneChoice:
         self.chosen: list = []  # the configurations run since `select`, in call order
         self._position = 0  # the configuration being "timed" in the current tuning
         self._kept = 1
-        self._saved: dict[int, tuple] = {}  # id(tuner) -> (tuner, its do_bench, cache_results, its picks)
+        self._saved: dict[
+            int, tuple
+        ] = {}  # id(tuner) -> (tuner, its do_bench, cache_results, its picks)
         self._patched: dict[str, object] = {}
 
     def select(self, want: int) -> None:
@@ -41,8 +43,10 @@ class AutotuneChoice:
         """The configurations of the last calls, for a failure message ('' when none was tuned)."""
         seen = []
         for cfg in self.chosen:
-            text = ", ".join([f"{k}={v}" for k, v in cfg.kwargs.items()] +
-                             [f"num_warps={cfg.num_warps}", f"num_stages={cfg.num_stages}"])
+            text = ", ".join(
+                [f"{k}={v}" for k, v in cfg.kwargs.items()]
+                + [f"num_warps={cfg.num_warps}", f"num_stages={cfg.num_stages}"]
+            )
             if text not in seen:
                 seen.append(text)
         return "; ".join(seen)
@@ -64,8 +68,12 @@ class AutotuneChoice:
 
         def chosen_run(tuner, *args, **kwargs):
             if id(tuner) not in choice._saved:
-                choice._saved[id(tuner)] = (tuner, tuner.__dict__.get("do_bench", _MISSING), tuner.cache_results,
-                                            dict(tuner.cache))
+                choice._saved[id(tuner)] = (
+                    tuner,
+                    tuner.__dict__.get("do_bench", _MISSING),
+                    tuner.cache_results,
+                    dict(tuner.cache),
+                )
                 tuner.__dict__["do_bench"] = choice._bench  # over the cached_property
                 tuner.cache_results = False  # no tuning results read from or written to the disk
             tuner.cache.clear()

@@ -16,7 +16,6 @@ import msgspec
 from . import messages as m
 from .pool import WorkerDied, WorkerPool
 
-
 # Bumped whenever `timing.measure` changes how it times (the flush before each run).
 TIMING_METHOD = "flush: read pass"
 
@@ -60,7 +59,9 @@ class CeilingCache:
         data[key] = msgspec.to_builtins(ceilings)
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            tmp = self.path.with_suffix(f".{os.getpid()}.tmp")  # searches on two GPUs may write at once
+            tmp = self.path.with_suffix(
+                f".{os.getpid()}.tmp"
+            )  # searches on two GPUs may write at once
             tmp.write_text(json.dumps(data, indent=2))
             tmp.replace(self.path)
         except OSError:

@@ -22,7 +22,9 @@ _PRECISION_ORDER = [torch.bfloat16, torch.float16, torch.float32, torch.float64]
 class Comparison:
     """The outcome of comparing one output; `reason` is None when it matches."""
 
-    reason: str | None = None  # "mismatch" | "unwritten-output" | "nan-output" | "shape" | "dtype" | "type"
+    reason: str | None = (
+        None  # "mismatch" | "unwritten-output" | "nan-output" | "shape" | "dtype" | "type"
+    )
     message: str = ""
     max_abs_err: float | None = None
     max_rel_err: float | None = None
@@ -34,11 +36,15 @@ class Comparison:
         return self.reason is None
 
 
-def Mismatch(reason, message, max_abs_err=None, max_rel_err=None, mismatched=0, elements=0) -> Comparison:
+def Mismatch(
+    reason, message, max_abs_err=None, max_rel_err=None, mismatched=0, elements=0
+) -> Comparison:
     return Comparison(reason, message, max_abs_err, max_rel_err, mismatched, elements)
 
 
-def tolerance(a: torch.dtype, b: torch.dtype, rtol: float | None, atol: float | None, scale: float = 1.0):
+def tolerance(
+    a: torch.dtype, b: torch.dtype, rtol: float | None, atol: float | None, scale: float = 1.0
+):
     floats = [d for d in (a, b) if d in TOLERANCES]
     lowest = min(floats, key=_PRECISION_ORDER.index) if floats else torch.float32
     r, t = TOLERANCES[lowest]
@@ -56,7 +62,9 @@ def _flatten(x, path="out"):
         yield path, x
 
 
-def compare(out, expected, rtol=None, atol=None, scale: float = 1.0, check_dtype_of=None) -> Comparison:
+def compare(
+    out, expected, rtol=None, atol=None, scale: float = 1.0, check_dtype_of=None
+) -> Comparison:
     """Compare every value of `out` with `expected`. `check_dtype_of`: an output whose dtypes
     `out` must keep (the original kernel's), since the reference may compute in a wider type."""
     got, want = list(_flatten(out)), list(_flatten(expected))
@@ -76,14 +84,18 @@ def compare(out, expected, rtol=None, atol=None, scale: float = 1.0, check_dtype
             total.elements += c.elements
         elif isinstance(w, (int, float)) and not isinstance(w, bool):
             gv = float(g.item()) if isinstance(g, torch.Tensor) else g
-            if not isinstance(gv, (int, float)) or abs(gv - w) > (atol or 1e-5) * scale + (rtol or 1e-4) * scale * abs(w):
+            if not isinstance(gv, (int, float)) or abs(gv - w) > (atol or 1e-5) * scale + (
+                rtol or 1e-4
+            ) * scale * abs(w):
                 return Mismatch("mismatch", f"{path}: {gv!r} != {w!r}")
         elif g != w and not (g is None and w is None):
             return Mismatch("mismatch", f"{path}: {g!r} != {w!r}")
     return total
 
 
-def _compare_tensors(path, g: torch.Tensor, w: torch.Tensor, rtol, atol, scale, orig: torch.Tensor | None):
+def _compare_tensors(
+    path, g: torch.Tensor, w: torch.Tensor, rtol, atol, scale, orig: torch.Tensor | None
+):
     if tuple(g.shape) != tuple(w.shape):
         return Mismatch("shape", f"{path}: shape {tuple(g.shape)}, expected {tuple(w.shape)}")
     if isinstance(orig, torch.Tensor) and g.dtype != orig.dtype:  # the reference may compute wider
@@ -95,8 +107,12 @@ def _compare_tensors(path, g: torch.Tensor, w: torch.Tensor, rtol, atol, scale, 
     if holes is not None and bool(holes.any()):
         count = int(holes.sum())
         first = tuple(int(i) for i in torch.nonzero(holes.reshape(g.shape))[0].tolist())
-        return Mismatch("unwritten-output", f"{path}: {count} of {n} elements were never written (first at {first})",
-                        mismatched=count, elements=n)
+        return Mismatch(
+            "unwritten-output",
+            f"{path}: {count} of {n} elements were never written (first at {first})",
+            mismatched=count,
+            elements=n,
+        )
     if g.dtype.is_floating_point or w.dtype.is_floating_point:
         r, a = tolerance(g.dtype, w.dtype, rtol, atol, scale)
         # In float64 on the output's own device: comparing one 4096x4096 bf16 output on the H200
@@ -107,8 +123,12 @@ def _compare_tensors(path, g: torch.Tensor, w: torch.Tensor, rtol, atol, scale, 
         bad_nan = gnan & ~wnan
         if bool(bad_nan.any()):
             count = int(bad_nan.sum())
-            return Mismatch("nan-output", f"{path}: {count} of {n} elements are NaN where the reference is finite",
-                            mismatched=count, elements=n)
+            return Mismatch(
+                "nan-output",
+                f"{path}: {count} of {n} elements are NaN where the reference is finite",
+                mismatched=count,
+                elements=n,
+            )
         both_inf = torch.isinf(gd) & torch.isinf(wd) & (torch.sign(gd) == torch.sign(wd))
         ok = (gd - wd).abs() <= a + r * wd.abs()
         ok |= (gnan & wnan) | both_inf
@@ -120,16 +140,29 @@ def _compare_tensors(path, g: torch.Tensor, w: torch.Tensor, rtol, atol, scale, 
         max_rel = float(rel.max()) if rel.numel() else 0.0
         if not bool(ok.all()):
             count = int((~ok).sum())
-            idx = tuple(int(i) for i in torch.nonzero(diff.reshape(g.shape) == diff.max())[0].tolist())
-            return Mismatch("mismatch", f"{path}: {count} of {n} elements differ beyond rtol={r:g}, atol={a:g}; "
-                                        f"worst at {idx}: {float(gd.reshape(g.shape)[idx]):.6g} vs "
-                                        f"{float(wd.reshape(g.shape)[idx]):.6g} (max abs err {max_abs:.3g})",
-                            max_abs, max_rel, count, n)
+            idx = tuple(
+                int(i) for i in torch.nonzero(diff.reshape(g.shape) == diff.max())[0].tolist()
+            )
+            return Mismatch(
+                "mismatch",
+                f"{path}: {count} of {n} elements differ beyond rtol={r:g}, atol={a:g}; "
+                f"worst at {idx}: {float(gd.reshape(g.shape)[idx]):.6g} vs "
+                f"{float(wd.reshape(g.shape)[idx]):.6g} (max abs err {max_abs:.3g})",
+                max_abs,
+                max_rel,
+                count,
+                n,
+            )
         return Comparison(max_abs_err=max_abs, max_rel_err=max_rel, elements=n)
     w_same = w.to(g.device, g.dtype)
     if not torch.equal(g, w_same):
         count = int((g != w_same).sum())
-        return Mismatch("mismatch", f"{path}: {count} of {n} integer elements differ", mismatched=count, elements=n)
+        return Mismatch(
+            "mismatch",
+            f"{path}: {count} of {n} integer elements differ",
+            mismatched=count,
+            elements=n,
+        )
     return Comparison(max_abs_err=0.0, max_rel_err=0.0, elements=n)
 
 
@@ -139,7 +172,9 @@ def bitwise_equal(a, b) -> bool:
             if not isinstance(y, torch.Tensor) or x.shape != y.shape or x.dtype != y.dtype:
                 return False
             if x.dtype.is_floating_point:
-                int_dtype = {8: torch.int64, 4: torch.int32, 2: torch.int16, 1: torch.int8}[x.element_size()]
+                int_dtype = {8: torch.int64, 4: torch.int32, 2: torch.int16, 1: torch.int8}[
+                    x.element_size()
+                ]
                 if not torch.equal(x.contiguous().view(int_dtype), y.contiguous().view(int_dtype)):
                     return False
             elif not torch.equal(x, y):

@@ -49,7 +49,9 @@ def _signature(rec: LaunchRecord):
             signature[a.name] = f"*{a.dtype}"
             attrs[(i,)] = [["tt.divisibility", 16]] if a.aligned else []
         elif a.kind == "int" and a.value == 1 and a.dtype != "i1":
-            signature[a.name] = "constexpr"  # as the JIT does: an integer equal to 1 is specialised away
+            signature[a.name] = (
+                "constexpr"  # as the JIT does: an integer equal to 1 is specialised away
+            )
             constexprs[a.name] = 1
         elif a.kind == "int" and a.dtype == "i1":
             signature[a.name] = "u1"
@@ -94,9 +96,16 @@ def sass_facts(sass: str) -> tuple[dict[str, int], dict[str, int], int, int, int
         stores[w] = stores.get(w, 0) + 1
     tensor = len(re.findall(r"\b(HGMMA|HMMA|IMMA|QGMMA|WGMMA)\b", sass))
     local = len(re.findall(r"\b(LDL|STL)\b", sass))
-    code = [(int(m.group(1), 16), m.group(2), m.group(3)) for m in INSTR_RE.finditer(sass) if m.group(2) != "NOP"]
-    loops = [(int(t.group(1), 16), addr) for addr, op, rest in code
-             if op.startswith("BRA") and (t := BRA_TARGET_RE.match(rest)) and int(t.group(1), 16) < addr]
+    code = [
+        (int(m.group(1), 16), m.group(2), m.group(3))
+        for m in INSTR_RE.finditer(sass)
+        if m.group(2) != "NOP"
+    ]
+    loops = [
+        (int(t.group(1), 16), addr)
+        for addr, op, rest in code
+        if op.startswith("BRA") and (t := BRA_TARGET_RE.match(rest)) and int(t.group(1), 16) < addr
+    ]
     in_loops = sum(1 for addr, _, _ in code if any(lo <= addr <= hi for lo, hi in loops))
     return loads, stores, tensor, local, len(code), in_loops
 
@@ -121,7 +130,9 @@ def _jit_function(module, name: str):
     return fn
 
 
-def compile_one(fn, rec: LaunchRecord, arch: int, want_sass: bool, maxnreg: int | None = None) -> CompiledFacts:
+def compile_one(
+    fn, rec: LaunchRecord, arch: int, want_sass: bool, maxnreg: int | None = None
+) -> CompiledFacts:
     import triton
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
@@ -136,25 +147,46 @@ def compile_one(fn, rec: LaunchRecord, arch: int, want_sass: bool, maxnreg: int 
         kernel = triton.compile(src, target=GPUTarget("cuda", arch, 32), options=options)
     except Exception as exc:
         msg = f"{type(exc).__name__}: {exc}".strip().splitlines()
-        return CompiledFacts(rec.kernel, False, error=" ".join(msg[-3:])[:600], num_warps=rec.num_warps,
-                             num_stages=rec.num_stages, compile_s=time.perf_counter() - t0)
-    facts = CompiledFacts(rec.kernel, True, num_warps=rec.num_warps, num_stages=rec.num_stages,
-                          shared_bytes=int(getattr(kernel.metadata, "shared", 0) or 0))
+        return CompiledFacts(
+            rec.kernel,
+            False,
+            error=" ".join(msg[-3:])[:600],
+            num_warps=rec.num_warps,
+            num_stages=rec.num_stages,
+            compile_s=time.perf_counter() - t0,
+        )
+    facts = CompiledFacts(
+        rec.kernel,
+        True,
+        num_warps=rec.num_warps,
+        num_stages=rec.num_stages,
+        shared_bytes=int(getattr(kernel.metadata, "shared", 0) or 0),
+    )
     cuobjdump = _tool("cuobjdump")
     if cuobjdump and "cubin" in kernel.asm:
         with tempfile.TemporaryDirectory() as d:
             path = os.path.join(d, "k.cubin")
             with open(path, "wb") as f:
                 f.write(kernel.asm["cubin"])
-            usage = subprocess.run([cuobjdump, "-res-usage", path], capture_output=True, text=True).stdout
+            usage = subprocess.run(
+                [cuobjdump, "-res-usage", path], capture_output=True, text=True
+            ).stdout
             if (m := REG_RE.search(usage)) is not None:
                 # spills live in the per-thread stack frame (STACK), not in LOCAL (seen with sm_90 cubins)
                 facts.n_regs, facts.local_bytes = int(m.group(1)), int(m.group(2)) + int(m.group(4))
                 facts.shared_bytes = max(facts.shared_bytes or 0, int(m.group(3)))
             if want_sass:
-                sass = subprocess.run([cuobjdump, "-sass", path], capture_output=True, text=True).stdout
-                (facts.global_load_bits, facts.global_store_bits, facts.tensor_core_ops, facts.local_memory_ops,
-                 facts.instructions, facts.loop_instructions) = sass_facts(sass)
+                sass = subprocess.run(
+                    [cuobjdump, "-sass", path], capture_output=True, text=True
+                ).stdout
+                (
+                    facts.global_load_bits,
+                    facts.global_store_bits,
+                    facts.tensor_core_ops,
+                    facts.local_memory_ops,
+                    facts.instructions,
+                    facts.loop_instructions,
+                ) = sass_facts(sass)
     # Local memory in a Triton kernel is register spilling: its size per thread is the spill.
     facts.n_spills = (facts.local_bytes or 0) if facts.local_memory_ops else 0
     facts.occupancy = occupancy(facts.n_regs, facts.shared_bytes, rec.num_warps)

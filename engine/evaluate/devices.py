@@ -19,7 +19,9 @@ def gpu_count() -> int:
         count = len(os.listdir(proc_dir))
     elif shutil.which("nvidia-smi"):
         try:
-            out = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True, timeout=10).stdout
+            out = subprocess.run(
+                ["nvidia-smi", "-L"], capture_output=True, text=True, timeout=10
+            ).stdout
             count = sum(1 for line in out.splitlines() if line.startswith("GPU "))
         except (OSError, subprocess.SubprocessError):
             count = 0

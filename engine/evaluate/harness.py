@@ -58,7 +58,11 @@ def classify_exception(exc: BaseException) -> tuple[str, bool]:
     text = f"{type(exc).__name__}: {exc}"
     if STUB_MARK in text:
         return "harness-incomplete", False
-    if isinstance(exc, torch.cuda.OutOfMemoryError) or "out of memory" in text.lower() or "can't allocate memory" in text:
+    if (
+        isinstance(exc, torch.cuda.OutOfMemoryError)
+        or "out of memory" in text.lower()
+        or "can't allocate memory" in text
+    ):
         return "out-of-memory", False
     if isinstance(exc, MemoryError):
         return "out-of-memory", False
@@ -134,7 +138,13 @@ def stage_seed(seed: int, stage: str) -> int:
 class Harness:
     """One candidate (or the original) against its task, on one device."""
 
-    def __init__(self, req: RunHarness, device: str, loader: ModuleLoader, progress: Callable[[str, str], None]):
+    def __init__(
+        self,
+        req: RunHarness,
+        device: str,
+        loader: ModuleLoader,
+        progress: Callable[[str, str], None],
+    ):
         self.req = req
         self.task: Task = req.task
         self.device = device
@@ -158,7 +168,10 @@ class Harness:
         try:
             self.original = self.loader.load(original_source, t.file, roots)
         except Exception as exc:
-            raise HarnessFailure("harness-error", f"the original module failed to import: {type(exc).__name__}: {exc}") from exc
+            raise HarnessFailure(
+                "harness-error",
+                f"the original module failed to import: {type(exc).__name__}: {exc}",
+            ) from exc
         if self.req.candidate is None:
             self.candidate = self.original
         else:
@@ -166,10 +179,17 @@ class Harness:
                 self.candidate = self.loader.load(self.req.candidate, t.file, roots)
             except Exception as exc:
                 reason, _ = classify_exception(exc)
-                raise HarnessFailure("load-error" if reason == "exception" else reason,
-                                     f"candidate failed to import: {type(exc).__name__}: {exc}") from exc
-        self.ref_module = self.original if t.reference_module == t.file else self.loader.load(
-            Path(t.reference_module).read_text(encoding="utf-8"), t.reference_module, roots)
+                raise HarnessFailure(
+                    "load-error" if reason == "exception" else reason,
+                    f"candidate failed to import: {type(exc).__name__}: {exc}",
+                ) from exc
+        self.ref_module = (
+            self.original
+            if t.reference_module == t.file
+            else self.loader.load(
+                Path(t.reference_module).read_text(encoding="utf-8"), t.reference_module, roots
+            )
+        )
         self.inputs_fn = self._function(t.inputs, roots)
         self.small_fn = self._function(t.small_inputs, roots) if t.small_inputs else None
         if t.kind == "kernelbench":
@@ -181,14 +201,21 @@ class Harness:
 
     def _function(self, ref: str, roots: list[str]):
         path, name = ref.rsplit(":", 1)
-        module = self.original if path == self.task.file else self.loader.load(
-            Path(path).read_text(encoding="utf-8"), path, roots)
+        module = (
+            self.original
+            if path == self.task.file
+            else self.loader.load(Path(path).read_text(encoding="utf-8"), path, roots)
+        )
         return getattr(module, name)
 
     def _load_kernelbench(self) -> None:
         init = _to_device(list(self.original.get_init_inputs()), self.device)
         models = []
-        for module, cls in ((self.original, "Model"), (self.original, "ModelNew"), (self.candidate, "ModelNew")):
+        for module, cls in (
+            (self.original, "Model"),
+            (self.original, "ModelNew"),
+            (self.candidate, "ModelNew"),
+        ):
             torch.manual_seed(1234)  # identical weights, as KernelBench builds them
             models.append(getattr(module, cls)(*init).to(self.device).eval())
         ref, orig, cand = models
@@ -204,15 +231,23 @@ class Harness:
             cases = fn(device=device) if _accepts_device(fn) else fn()
         except Exception as exc:
             reason, _ = classify_exception(exc)
-            raise HarnessFailure("harness-incomplete" if reason == "harness-incomplete" else "harness-error",
-                                 f"{what} raised {type(exc).__name__}: {exc}") from exc
+            raise HarnessFailure(
+                "harness-incomplete" if reason == "harness-incomplete" else "harness-error",
+                f"{what} raised {type(exc).__name__}: {exc}",
+            ) from exc
         if not isinstance(cases, (list, tuple)) or not cases:
-            raise HarnessFailure("harness-error", f"{what} must return a non-empty list of argument tuples, "
-                                                  f"got {type(cases).__name__}")
+            raise HarnessFailure(
+                "harness-error",
+                f"{what} must return a non-empty list of argument tuples, "
+                f"got {type(cases).__name__}",
+            )
         out = []
         for i, c in enumerate(cases):
             if not isinstance(c, (tuple, list)):
-                raise HarnessFailure("harness-error", f"{what}[{i}] is a {type(c).__name__}, not a tuple of arguments")
+                raise HarnessFailure(
+                    "harness-error",
+                    f"{what}[{i}] is a {type(c).__name__}, not a tuple of arguments",
+                )
             if not any(isinstance(a, torch.Tensor) for a in c):
                 raise HarnessFailure("harness-error", f"{what}[{i}] has no tensor argument")
             out.append(tuple(_to_device(list(c), device)))
@@ -224,15 +259,20 @@ class Harness:
             return self._draw(self.small_fn, seed, "small_inputs")
         cases = self._draw(self.inputs_fn, seed, "inputs")
         if self.interpreter and max(_numel(c) for c in cases) > INTERPRETER_MAX_ELEMENTS:
-            raise HarnessFailure("harness-incomplete", "the CPU interpreter needs `small_inputs` (tiny cases): "
-                                                       "the benchmark inputs are too large to interpret")
+            raise HarnessFailure(
+                "harness-incomplete",
+                "the CPU interpreter needs `small_inputs` (tiny cases): "
+                "the benchmark inputs are too large to interpret",
+            )
         return cases
 
     def full_cases(self, stage: str, device: str | None = None) -> list[tuple]:
         return self._draw(self.inputs_fn, stage_seed(self.req.seed, stage), "inputs", device)
 
     def block_sizes(self) -> list[int]:
-        index = parse_module(self.req.candidate or Path(self.task.file).read_text(encoding="utf-8")).index
+        index = parse_module(
+            self.req.candidate or Path(self.task.file).read_text(encoding="utf-8")
+        ).index
         kernel = index.kernel(self.task.kernel)
         blocks: set[int] = set()
         if kernel is not None:
@@ -241,7 +281,11 @@ class Harness:
                     if name in kernel.constexprs and value.isdigit():
                         blocks.add(int(value))
             for cfg in kernel.autotune_configs:
-                blocks |= {v for v in cfg.kwargs.values() if isinstance(v, int) and not isinstance(v, bool) and v > 1}
+                blocks |= {
+                    v
+                    for v in cfg.kwargs.values()
+                    if isinstance(v, int) and not isinstance(v, bool) and v > 1
+                }
         return sorted(blocks)
 
     # -- running ---------------------------------------------------------------------------
@@ -267,7 +311,9 @@ class Harness:
                 raise cls(reason, message + "\n" + _short_traceback(exc)) from exc
             if fatal:
                 raise FatalDeviceError(reason, message) from exc
-            raise HarnessFailure("harness-incomplete" if reason == "harness-incomplete" else "harness-error", message) from exc
+            raise HarnessFailure(
+                "harness-incomplete" if reason == "harness-incomplete" else "harness-error", message
+            ) from exc
 
     def run_candidate(self, args):
         audit = AuditMode()
@@ -292,7 +338,9 @@ class Harness:
         except HarnessFailure as f:
             return None, f
 
-    def check(self, stage: str, label: str, args, scale: float = 1.0, *, only_if_original_ok: bool = False) -> None:
+    def check(
+        self, stage: str, label: str, args, scale: float = 1.0, *, only_if_original_ok: bool = False
+    ) -> None:
         """Run the candidate on one case; raise HarnessFailure when it is wrong."""
         desc = shapes.describe(args)
         original_out = self.original_baseline(args) if self.req.candidate is not None else None
@@ -305,13 +353,18 @@ class Harness:
             raise
         if only_if_original_ok:
             orig_out, orig_err = self.try_original(args)
-            if orig_err is not None or not compare(orig_out, expected, self.task.rtol, self.task.atol, scale).ok:
+            if (
+                orig_err is not None
+                or not compare(orig_out, expected, self.task.rtol, self.task.atol, scale).ok
+            ):
                 self.skipped += 1  # the original does not accept this variant either
                 return
         for _ in self.configurations():
             self._check_one(stage, label, args, desc, expected, original_out, scale)
 
-    def _check_one(self, stage: str, label: str, args, desc: str, expected, original_out, scale: float) -> None:
+    def _check_one(
+        self, stage: str, label: str, args, desc: str, expected, original_out, scale: float
+    ) -> None:
         out, ops = self.run_candidate(args)
         config = self.choice.describe()
         if config:
@@ -319,24 +372,48 @@ class Harness:
         extra = ops - (self._original_ops or set()) if self.req.candidate is not None else set()
         if extra:
             self.extra_ops |= extra
-            raise HarnessFailure("torch-fallback", f"on {desc}: the candidate computes with PyTorch "
-                                                   f"({', '.join(sorted('aten.' + o for o in extra))}) instead of its "
-                                                   "Triton kernels")
-        result = compare(out, expected, self.task.rtol, self.task.atol, scale, check_dtype_of=original_out)
+            raise HarnessFailure(
+                "torch-fallback",
+                f"on {desc}: the candidate computes with PyTorch "
+                f"({', '.join(sorted('aten.' + o for o in extra))}) instead of its "
+                "Triton kernels",
+            )
+        result = compare(
+            out, expected, self.task.rtol, self.task.atol, scale, check_dtype_of=original_out
+        )
         note = ""
         if not result.ok and result.reason == "mismatch" and self.req.candidate is not None:
             # The bar is "no worse than the original": where the original deviates from the
             # reference too, the candidate must agree with the original instead.
             orig_out, orig_err = self.try_original(args)
-            if orig_err is None and not compare(orig_out, expected, self.task.rtol, self.task.atol, scale).ok:
+            if (
+                orig_err is None
+                and not compare(orig_out, expected, self.task.rtol, self.task.atol, scale).ok
+            ):
                 vs_orig = compare(out, orig_out, self.task.rtol, self.task.atol, scale)
                 if vs_orig.ok:
-                    result, note = vs_orig, " (matches the original, which deviates from the reference here too)"
-        case = CaseResult(stage, f"{label}: {desc}", result.ok, result.reason, result.message + note,
-                          result.max_abs_err, result.max_rel_err, result.mismatched, result.elements)
+                    result, note = (
+                        vs_orig,
+                        " (matches the original, which deviates from the reference here too)",
+                    )
+        case = CaseResult(
+            stage,
+            f"{label}: {desc}",
+            result.ok,
+            result.reason,
+            result.message + note,
+            result.max_abs_err,
+            result.max_rel_err,
+            result.mismatched,
+            result.elements,
+        )
         self.cases.append(case)
         if not result.ok:
-            raise HarnessFailure(result.reason or "mismatch", f"{stage} stage, {label} ({desc}): {result.message}", case)
+            raise HarnessFailure(
+                result.reason or "mismatch",
+                f"{stage} stage, {label} ({desc}): {result.message}",
+                case,
+            )
 
     def configurations(self):
         """One pass per `@triton.autotune` configuration to check on a case (`AutotuneChoice`): on
@@ -371,18 +448,34 @@ class Harness:
             blocks = self.block_sizes()
             for i, args in enumerate(self.small_cases("sweep")):
                 yield f"small case {i}", args, {}
-                for label, variant in shapes.odd_sizes(args, blocks, stage_seed(self.req.seed, f"sweep{i}")):
+                for label, variant in shapes.odd_sizes(
+                    args, blocks, stage_seed(self.req.seed, f"sweep{i}")
+                ):
                     yield f"small case {i} size {label}", variant, {}
         elif stage == "stability":
             for i, args in enumerate(self.small_cases("stability")[:2]):
                 for kind in STABILITY_KINDS:
-                    yield f"small case {i} {kind}", shapes.scaled(args, kind, i), {"scale": STABILITY_SCALE}
+                    yield (
+                        f"small case {i} {kind}",
+                        shapes.scaled(args, kind, i),
+                        {"scale": STABILITY_SCALE},
+                    )
         elif stage == "determinism":
-            yield "3 runs", (self.full_cases("determinism") if self.req.full_cases
-                             else self.small_cases("determinism"))[0], {}
+            yield (
+                "3 runs",
+                (
+                    self.full_cases("determinism")
+                    if self.req.full_cases
+                    else self.small_cases("determinism")
+                )[0],
+                {},
+            )
         elif stage == "edge":
             for i, args in enumerate(self.small_cases("edge")):
-                variants = [("strided", shapes.non_contiguous(args)), ("column-major", shapes.transposed(args))]
+                variants = [
+                    ("strided", shapes.non_contiguous(args)),
+                    ("column-major", shapes.transposed(args)),
+                ]
                 variants += shapes.size_one(args, stage_seed(self.req.seed, f"edge{i}"))
                 for label, variant in variants:
                     if variant is not None:
@@ -417,18 +510,36 @@ class Harness:
                 differ = f" (autotune config {config})" if config else ""
                 break
         else:
-            self.cases.append(CaseResult("determinism", "3 runs", True, message="bitwise identical"))
+            self.cases.append(
+                CaseResult("determinism", "3 runs", True, message="bitwise identical")
+            )
             return 1
         originals = [self._call(self.original_entry, args, "original") for _ in range(3)]
         if not all(bitwise_equal(originals[0], r) for r in originals[1:]):
-            self.cases.append(CaseResult("determinism", "3 runs", True,
-                                         message="differs between runs, as the original does"))
+            self.cases.append(
+                CaseResult(
+                    "determinism",
+                    "3 runs",
+                    True,
+                    message="differs between runs, as the original does",
+                )
+            )
             return 1
-        case = CaseResult("determinism", "3 runs", False, "nondeterministic", "outputs differ between identical runs")
+        case = CaseResult(
+            "determinism",
+            "3 runs",
+            False,
+            "nondeterministic",
+            "outputs differ between identical runs",
+        )
         self.cases.append(case)
-        raise HarnessFailure("nondeterministic", f"determinism stage ({shapes.describe(args)}{differ}): three runs on "
-                                                 "the same inputs gave different bits, while the original is "
-                                                 "deterministic", case)
+        raise HarnessFailure(
+            "nondeterministic",
+            f"determinism stage ({shapes.describe(args)}{differ}): three runs on "
+            "the same inputs gave different bits, while the original is "
+            "deterministic",
+            case,
+        )
 
     def stage_edge(self) -> int:
         return self._check_all("edge")
@@ -452,13 +563,34 @@ class Harness:
                     return self._failed(stage, f), True
                 except HarnessFailure as f:
                     return self._failed(stage, f), False
-                self.stage_results.append(StageResult(stage, True, n, self.skipped - before,
-                                                      seconds=time.perf_counter() - t0, jit_seconds=CLOCK.seconds - jit0))
+                self.stage_results.append(
+                    StageResult(
+                        stage,
+                        True,
+                        n,
+                        self.skipped - before,
+                        seconds=time.perf_counter() - t0,
+                        jit_seconds=CLOCK.seconds - jit0,
+                    )
+                )
         passed = ", ".join(f"{s.name} ({s.cases})" for s in self.stage_results)
-        return HarnessResult(True, None, None, f"passed all {len(self.stage_results)} stages: {passed}",
-                             self.stage_results, self.cases), False
+        return HarnessResult(
+            True,
+            None,
+            None,
+            f"passed all {len(self.stage_results)} stages: {passed}",
+            self.stage_results,
+            self.cases,
+        ), False
 
     def _failed(self, stage: str, f: HarnessFailure) -> HarnessResult:
         self.stage_results.append(StageResult(stage, False, message=f.message))
-        return HarnessResult(False, stage, f.reason, f.message, self.stage_results, self.cases,
-                             sorted(self.extra_ops))
+        return HarnessResult(
+            False,
+            stage,
+            f.reason,
+            f.message,
+            self.stage_results,
+            self.cases,
+            sorted(self.extra_ops),
+        )

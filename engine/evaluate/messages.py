@@ -107,13 +107,24 @@ def compile_key(rec: LaunchRecord) -> str:
 
     def arg(a: ArgSpec):
         if a.kind == "int" and isinstance(a.value, int):
-            return (a.name, a.dtype, "one" if a.value == 1 else "d16" if a.value % 16 == 0 else "any")
+            return (
+                a.name,
+                a.dtype,
+                "one" if a.value == 1 else "d16" if a.value % 16 == 0 else "any",
+            )
         if a.kind == "ptr":
             return (a.name, a.dtype, a.aligned)
         return (a.name, a.kind, a.dtype, a.value if a.kind == "constexpr" else None)
 
-    return repr((rec.kernel, [arg(a) for a in rec.args], rec.num_warps, rec.num_stages, sorted(rec.config.items())))
-
+    return repr(
+        (
+            rec.kernel,
+            [arg(a) for a in rec.args],
+            rec.num_warps,
+            rec.num_stages,
+            sorted(rec.config.items()),
+        )
+    )
 
 
 class Compile(msgspec.Struct, tag="compile"):
@@ -253,7 +264,9 @@ class CompiledFacts(msgspec.Struct):
     global_store_bits: dict[str, int] = {}
     tensor_core_ops: int = 0  # HGMMA/HMMA/IMMA instructions
     local_memory_ops: int = 0  # LDL/STL instructions (spill traffic)
-    instructions: int = 0  # SASS instructions (NOPs left out): a loop-free kernel's per-thread stream
+    instructions: int = (
+        0  # SASS instructions (NOPs left out): a loop-free kernel's per-thread stream
+    )
     loop_instructions: int = 0  # ... of those, the ones inside loops (the hover shows both)
     occupancy: float | None = None  # theoretical: resident warps / 64 per SM
     compile_s: float = 0.0
@@ -269,8 +282,18 @@ class WorkerError(msgspec.Struct, tag="error"):
     traceback: str = ""
 
 
-Answer = Union[Ready, Progress, HarnessResult, TimingResult, TimingResults, BenchResult, Ceilings, SpecializeResult,
-              CompileResult, WorkerError]
+Answer = Union[
+    Ready,
+    Progress,
+    HarnessResult,
+    TimingResult,
+    TimingResults,
+    BenchResult,
+    Ceilings,
+    SpecializeResult,
+    CompileResult,
+    WorkerError,
+]
 
 _encoder = msgspec.msgpack.Encoder()
 _request_decoder = msgspec.msgpack.Decoder(Request)

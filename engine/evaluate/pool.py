@@ -26,7 +26,16 @@ from . import messages as m
 
 STARTUP_TIMEOUT_S = 180.0  # importing torch + triton on a cold 2-core machine
 SECRET = re.compile(r"(KEY|TOKEN|SECRET|PASSW|CREDENTIAL|AUTH|COOKIE|SESSION)", re.I)
-SECRET_PREFIXES = ("OPENAI_", "ANTHROPIC_", "AWS_", "AZURE_", "GOOGLE_", "GITHUB_", "HF_", "HUGGING")
+SECRET_PREFIXES = (
+    "OPENAI_",
+    "ANTHROPIC_",
+    "AWS_",
+    "AZURE_",
+    "GOOGLE_",
+    "GITHUB_",
+    "HF_",
+    "HUGGING",
+)
 
 
 class WorkerDied(Exception):
@@ -42,7 +51,11 @@ class WorkerDied(Exception):
 
 def scrubbed_env(device: str) -> dict[str, str]:
     """The worker's environment: no API keys, tokens or credentials; one device visible."""
-    env = {k: v for k, v in os.environ.items() if not SECRET.search(k) and not k.startswith(SECRET_PREFIXES)}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not SECRET.search(k) and not k.startswith(SECRET_PREFIXES)
+    }
     env["PYTHONUNBUFFERED"] = "1"
     env["PYTHONDONTWRITEBYTECODE"] = "1"
     if device == "cpu":
@@ -73,23 +86,37 @@ def classify_death(returncode: int | None, stderr: str) -> tuple[str, str]:
     text = stderr.lower()
     if "illegal memory access" in text or "illegal address" in text:
         return "illegal-memory-access", "CUDA illegal memory access"
-    if "out of memory" in text or "cannot allocate memory" in text or "can't allocate memory" in text:
+    if (
+        "out of memory" in text
+        or "cannot allocate memory" in text
+        or "can't allocate memory" in text
+    ):
         return "out-of-memory", "out of memory"
     if returncode is None:
         return "crash", "the worker stopped answering"
     if returncode < 0:
         sig = -returncode
-        name = signal.Signals(sig).name if sig in signal.Signals._value2member_map_ else f"signal {sig}"
+        name = (
+            signal.Signals(sig).name
+            if sig in signal.Signals._value2member_map_
+            else f"signal {sig}"
+        )
         if sig == signal.SIGSEGV:
             return "segfault", "segmentation fault (SIGSEGV)"
         if sig == signal.SIGBUS:
             return "segfault", "bus error (SIGBUS)"
         if sig == signal.SIGKILL:
-            return "out-of-memory", "killed by SIGKILL (most often the kernel's out-of-memory killer)"
+            return (
+                "out-of-memory",
+                "killed by SIGKILL (most often the kernel's out-of-memory killer)",
+            )
         if sig == signal.SIGABRT:
             return "crash", "aborted (SIGABRT)"
         return "crash", f"killed by {name}"
-    return "exit", f"the process exited with status {returncode} (os._exit or sys.exit in user code)"
+    return (
+        "exit",
+        f"the process exited with status {returncode} (os._exit or sys.exit in user code)",
+    )
 
 
 class WorkerProcess:
@@ -127,7 +154,14 @@ class WorkerProcess:
                 resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
 
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "kernelbrain.engine.evaluate.worker", self.device, str(to_child_r), str(from_child_w)],
+            [
+                sys.executable,
+                "-m",
+                "kernelbrain.engine.evaluate.worker",
+                self.device,
+                str(to_child_r),
+                str(from_child_w),
+            ],
             pass_fds=(to_child_r, from_child_w),
             env=env,
             stdin=subprocess.DEVNULL,
@@ -142,7 +176,12 @@ class WorkerProcess:
         threading.Thread(target=self._drain_stderr, daemon=True).start()
         first = self._receive(time.monotonic() + STARTUP_TIMEOUT_S, "startup")
         if not isinstance(first, m.Ready):
-            raise WorkerDied("crash", f"worker sent {type(first).__name__} instead of Ready", "startup", self.stderr_tail())
+            raise WorkerDied(
+                "crash",
+                f"worker sent {type(first).__name__} instead of Ready",
+                "startup",
+                self.stderr_tail(),
+            )
         self.info = first
         return first
 
@@ -159,8 +198,12 @@ class WorkerProcess:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 self.kill()
-                raise WorkerDied("timeout", f"no answer within {self._timeout_s:g} s (during {stage or 'the call'}): "
-                                            "killed, likely an endless loop or a hang", stage)
+                raise WorkerDied(
+                    "timeout",
+                    f"no answer within {self._timeout_s:g} s (during {stage or 'the call'}): "
+                    "killed, likely an endless loop or a hang",
+                    stage,
+                )
             ready, _, _ = select.select([self._rfd], [], [], min(remaining, 1.0))
             if ready:
                 try:
@@ -183,7 +226,9 @@ class WorkerProcess:
         self.close_pipes()
         raise WorkerDied(kind, f"the worker died during {stage or 'the call'}: {what}", stage, tail)
 
-    def call(self, request, timeout_s: float, on_progress: Callable[[m.Progress], None] | None = None):
+    def call(
+        self, request, timeout_s: float, on_progress: Callable[[m.Progress], None] | None = None
+    ):
         if not self.alive:
             self.start()
         stage: str | None = None

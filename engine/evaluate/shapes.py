@@ -43,16 +43,22 @@ def _index_bound(t: torch.Tensor, sizes: list[int]) -> int | None:
     return min(fits) if fits else None
 
 
-def _redraw(t: torch.Tensor, shape: tuple[int, ...], bound: int | None, generator: torch.Generator) -> torch.Tensor:
+def _redraw(
+    t: torch.Tensor, shape: tuple[int, ...], bound: int | None, generator: torch.Generator
+) -> torch.Tensor:
     if t.dtype.is_floating_point:
         x = torch.randn(shape, generator=generator, dtype=torch.float32)
         return x.to(device=t.device, dtype=t.dtype)
     if t.dtype == torch.bool:
         return (torch.rand(shape, generator=generator) > 0.5).to(t.device)
     if bound is not None:
-        return torch.randint(0, max(bound, 1), shape, generator=generator, dtype=t.dtype).to(t.device)
+        return torch.randint(0, max(bound, 1), shape, generator=generator, dtype=t.dtype).to(
+            t.device
+        )
     lo, hi = (int(t.min()), int(t.max()) + 1) if t.numel() else (0, 2)
-    return torch.randint(lo, max(hi, lo + 1), shape, generator=generator, dtype=t.dtype).to(t.device)
+    return torch.randint(lo, max(hi, lo + 1), shape, generator=generator, dtype=t.dtype).to(
+        t.device
+    )
 
 
 def resize(args, old: int, new: int, generator: torch.Generator):
@@ -80,7 +86,9 @@ def odd_sizes(args, blocks: list[int], seed: int, limit: int = 12):
     """Sizes around block boundaries (B-1, B+1), next primes and a single row, one symbol at a time."""
     g = torch.Generator().manual_seed(seed)
     base = _numel(args)
-    first_dim = next((a.shape[0] for a in args if isinstance(a, torch.Tensor) and a.dim() >= 2), None)
+    first_dim = next(
+        (a.shape[0] for a in args if isinstance(a, torch.Tensor) and a.dim() >= 2), None
+    )
     cases = []
     for s in symbols(args):
         targets = {s - 1, s + 1, next_prime(s + 2)}
@@ -97,7 +105,9 @@ def odd_sizes(args, blocks: list[int], seed: int, limit: int = 12):
 def resize_shapes_only(args, old: int, new: int):
     """Shapes after a resize, without allocating (meta tensors)."""
     return tuple(
-        torch.empty(tuple(new if d == old else d for d in a.shape), device="meta") if isinstance(a, torch.Tensor) else a
+        torch.empty(tuple(new if d == old else d for d in a.shape), device="meta")
+        if isinstance(a, torch.Tensor)
+        else a
         for a in args
     )
 
@@ -127,7 +137,13 @@ def transposed(args):
     """The same values in column-major layout (transposed storage) for 2-D float tensors."""
     out, changed = [], False
     for a in args:
-        if isinstance(a, torch.Tensor) and a.dim() == 2 and a.is_floating_point() and a.shape[0] > 1 and a.shape[1] > 1:
+        if (
+            isinstance(a, torch.Tensor)
+            and a.dim() == 2
+            and a.is_floating_point()
+            and a.shape[0] > 1
+            and a.shape[1] > 1
+        ):
             out.append(a.t().contiguous().t())
             changed = True
         else:
@@ -166,7 +182,9 @@ def describe(args) -> str:
     for a in args:
         if isinstance(a, torch.Tensor):
             dt = str(a.dtype).replace("torch.", "")
-            parts.append(f"{dt}[{'x'.join(map(str, a.shape))}]" + ("" if a.is_contiguous() else " strided"))
+            parts.append(
+                f"{dt}[{'x'.join(map(str, a.shape))}]" + ("" if a.is_contiguous() else " strided")
+            )
         else:
             parts.append(repr(a))
     return ", ".join(parts)

@@ -16,9 +16,18 @@ from .messages import ArgSpec, CaseLaunches, LaunchRecord, SpecializeResult
 CPU_FALLBACK_MAX_BYTES = 2 << 30
 
 DTYPES = {
-    torch.bfloat16: "bf16", torch.float16: "fp16", torch.float32: "fp32", torch.float64: "fp64",
-    torch.int64: "i64", torch.int32: "i32", torch.int16: "i16", torch.int8: "i8", torch.uint8: "u8",
-    torch.bool: "i1", torch.float8_e4m3fn: "fp8e4nv", torch.float8_e5m2: "fp8e5",
+    torch.bfloat16: "bf16",
+    torch.float16: "fp16",
+    torch.float32: "fp32",
+    torch.float64: "fp64",
+    torch.int64: "i64",
+    torch.int32: "i32",
+    torch.int16: "i16",
+    torch.int8: "i8",
+    torch.uint8: "u8",
+    torch.bool: "i1",
+    torch.float8_e4m3fn: "fp8e4nv",
+    torch.float8_e5m2: "fp8e5",
 }
 
 
@@ -36,7 +45,10 @@ class Recorder:
         heuristics = {}
         while isinstance(fn, (Autotuner, Heuristics)):
             if isinstance(fn, Autotuner):
-                configs = [dict(c.kwargs) | {"num_warps": c.num_warps, "num_stages": c.num_stages} for c in fn.configs]
+                configs = [
+                    dict(c.kwargs) | {"num_warps": c.num_warps, "num_stages": c.num_stages}
+                    for c in fn.configs
+                ]
             else:
                 heuristics = fn.values
             fn = fn.fn
@@ -53,14 +65,16 @@ class Recorder:
         for cfg in configs or [{}]:
             g = grid(meta | cfg) if callable(grid) else grid
             g = tuple(int(x) for x in (g if isinstance(g, (tuple, list)) else (g,)))
-            self.launches.append(LaunchRecord(
-                kernel=fn.__name__,
-                grid=g,
-                args=specs,
-                num_warps=int(cfg.get("num_warps", kwargs.get("num_warps", 4)) or 4),
-                num_stages=int(cfg.get("num_stages", kwargs.get("num_stages", 3)) or 3),
-                config={k: v for k, v in cfg.items() if k not in ("num_warps", "num_stages")},
-            ))
+            self.launches.append(
+                LaunchRecord(
+                    kernel=fn.__name__,
+                    grid=g,
+                    args=specs,
+                    num_warps=int(cfg.get("num_warps", kwargs.get("num_warps", 4)) or 4),
+                    num_stages=int(cfg.get("num_stages", kwargs.get("num_stages", 3)) or 3),
+                    config={k: v for k, v in cfg.items() if k not in ("num_warps", "num_stages")},
+                )
+            )
 
 
 def _constexpr_names(fn) -> set[str]:
@@ -69,8 +83,11 @@ def _constexpr_names(fn) -> set[str]:
         return {p.name for p in params if p.is_constexpr}
     import inspect  # an InterpretedFunction: read the annotations
 
-    return {name for name, p in inspect.signature(fn.fn).parameters.items()
-            if "constexpr" in str(p.annotation)}
+    return {
+        name
+        for name, p in inspect.signature(fn.fn).parameters.items()
+        if "constexpr" in str(p.annotation)
+    }
 
 
 def _arg_spec(name: str, value, constexpr: bool) -> ArgSpec:
@@ -80,12 +97,21 @@ def _arg_spec(name: str, value, constexpr: bool) -> ArgSpec:
     if isinstance(value, torch.Tensor):
         # allocations are 16-byte aligned; a view's offset decides (meta tensors have no address)
         aligned = value.storage_offset() * value.element_size() % 16 == 0
-        return ArgSpec(name, "ptr", dtype=DTYPES.get(value.dtype, str(value.dtype)), numel=value.numel(),
-                       nbytes=value.numel() * value.element_size(), shape=list(value.shape), aligned=aligned)
+        return ArgSpec(
+            name,
+            "ptr",
+            dtype=DTYPES.get(value.dtype, str(value.dtype)),
+            numel=value.numel(),
+            nbytes=value.numel() * value.element_size(),
+            shape=list(value.shape),
+            aligned=aligned,
+        )
     if isinstance(value, bool):
         return ArgSpec(name, "int", dtype="i1", value=int(value))
     if isinstance(value, int):
-        return ArgSpec(name, "int", dtype="i32" if -(2 ** 31) <= value < 2 ** 31 else "i64", value=value)
+        return ArgSpec(
+            name, "int", dtype="i32" if -(2**31) <= value < 2**31 else "i64", value=value
+        )
     if isinstance(value, float):
         return ArgSpec(name, "float", dtype="fp32", value=value)
     return ArgSpec(name, "other", value=None if value is None else str(value))
@@ -101,7 +127,9 @@ def dry_run(entry, draw, label) -> SpecializeResult:
         except Exception as exc:
             error = f"drawing inputs on {device}: {type(exc).__name__}: {exc}"
             continue
-        size = sum(a.numel() * a.element_size() for c in cases for a in c if isinstance(a, torch.Tensor))
+        size = sum(
+            a.numel() * a.element_size() for c in cases for a in c if isinstance(a, torch.Tensor)
+        )
         if device == "cpu" and size > CPU_FALLBACK_MAX_BYTES:
             break
         try:

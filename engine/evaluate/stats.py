@@ -25,7 +25,7 @@ def relative_spread(xs: Sequence[float]) -> float:
 
 
 def _binom_cdf(k: int, n: int) -> float:
-    return sum(math.comb(n, i) for i in range(k + 1)) / 2 ** n
+    return sum(math.comb(n, i) for i in range(k + 1)) / 2**n
 
 
 def sign_test(a: Sequence[float], b: Sequence[float]) -> float:
@@ -39,7 +39,9 @@ def sign_test(a: Sequence[float], b: Sequence[float]) -> float:
     return min(1.0, 2 * _binom_cdf(k, n))
 
 
-def bootstrap_speedup(a: Sequence[float], b: Sequence[float], iters: int = 2000, seed: int = 0) -> tuple[float, float]:
+def bootstrap_speedup(
+    a: Sequence[float], b: Sequence[float], iters: int = 2000, seed: int = 0
+) -> tuple[float, float]:
     """95% bootstrap interval of median(a) / median(b), resampling the pairs.
 
     Vectorised: the GPU worker holds its GPU idle while this runs, two or three times per case of
@@ -55,7 +57,9 @@ def bootstrap_speedup(a: Sequence[float], b: Sequence[float], iters: int = 2000,
     for start in range(0, iters, chunk):
         idx = rng.integers(0, len(x), size=(min(chunk, iters - start), len(x)))
         ma, mb = np.median(x[idx], axis=1), np.median(y[idx], axis=1)
-        ratios[start:start + len(idx)] = np.where(mb != 0, ma / np.where(mb != 0, mb, 1.0), np.inf)
+        ratios[start : start + len(idx)] = np.where(
+            mb != 0, ma / np.where(mb != 0, mb, 1.0), np.inf
+        )
     ratios.sort()
     return float(ratios[int(0.025 * iters)]), float(ratios[int(0.975 * iters) - 1])
 
@@ -100,7 +104,9 @@ def spearman(xs: Sequence[float], ys: Sequence[float], rel_tol: float = 1e-9) ->
         i = 0
         while i < len(order):
             j = i
-            while j + 1 < len(order) and math.isclose(v[order[j + 1]], v[order[i]], rel_tol=rel_tol):
+            while j + 1 < len(order) and math.isclose(
+                v[order[j + 1]], v[order[i]], rel_tol=rel_tol
+            ):
                 j += 1
             for k in range(i, j + 1):
                 r[order[k]] = (i + j) / 2 + 1

@@ -135,15 +135,22 @@ def hold(groups: list[Callable[[], object]], flush: Callable[[], object]) -> Cal
     return lambda: torch.cuda._sleep(cycles)
 
 
-def _rough_ms(fn: Callable[[], object], flush: Callable[[], object],
-                 spin: Callable[[], object]) -> tuple[float, float]:
+def _rough_ms(
+    fn: Callable[[], object], flush: Callable[[], object], spin: Callable[[], object]
+) -> tuple[float, float]:
     """Median time of one held and flushed run of `fn` alone (whether to replay it from a CUDA
     graph), and the mean of hold, flush and run (for sizing the repetitions). Deciding on flush
     plus run put a 16 us kernel past the 0.1 ms threshold once the read-pass flush (93 us on an
     H200, the zero-fill 72 us) came in, and timed it eagerly: launch-bound, spread 95%."""
     torch.cuda.synchronize()
-    marks = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True),
-              torch.cuda.Event(enable_timing=True)) for _ in range(5)]
+    marks = [
+        (
+            torch.cuda.Event(enable_timing=True),
+            torch.cuda.Event(enable_timing=True),
+            torch.cuda.Event(enable_timing=True),
+        )
+        for _ in range(5)
+    ]
     for before, start, end in marks:
         before.record()
         spin()
@@ -198,7 +205,9 @@ def measure(groups: list[Callable[[], object]], rep_ms: float, captures: int = G
             ends[i][r].record()
     torch.cuda.synchronize()
     times = [[s.elapsed_time(e) for s, e in zip(starts[i], ends[i])] for i in range(len(runners))]
-    per_group = [[times[i] for i, (g, _) in enumerate(runners) if g == group] for group in range(len(groups))]
+    per_group = [
+        [times[i] for i, (g, _) in enumerate(runners) if g == group] for group in range(len(groups))
+    ]
     return per_group, use_graph
 
 
@@ -212,8 +221,15 @@ def _capture_spread(captures: list[list[float]]) -> float:
     return max(meds) / min(meds) - 1 if len(meds) > 1 else 0.0
 
 
-def compare_cases(base: Callable, cands: list[Callable], cases: list[tuple], labels: list[str], rep_ms: float,
-                  noise_check: bool, seed: int) -> list[TimingResult]:
+def compare_cases(
+    base: Callable,
+    cands: list[Callable],
+    cases: list[tuple],
+    labels: list[str],
+    rep_ms: float,
+    noise_check: bool,
+    seed: int,
+) -> list[TimingResult]:
     """Each candidate against the baseline, all in one interleaving per case (A B1 B2 ... A'): the
     baseline's runs and the A/A noise floor are shared, so three contenders cost 5 groups of runs
     instead of 3 x 3, and drift hits them all alike."""
@@ -224,7 +240,11 @@ def compare_cases(base: Callable, cands: list[Callable], cases: list[tuple], lab
         groups = [fa, *fbs, fa] if noise_check else [fa, *fbs]
         per_group, graph = measure(groups, rep_ms)
         a = _pooled(per_group[0])
-        floor = stats.noise_floor(a, _pooled(per_group[-1]), seed) if noise_check else stats.MIN_NOISE_FLOOR
+        floor = (
+            stats.noise_floor(a, _pooled(per_group[-1]), seed)
+            if noise_check
+            else stats.MIN_NOISE_FLOOR
+        )
         bases = [per_group[0], per_group[-1]] if noise_check else [per_group[0]]
         for k in range(len(cands)):
             b = _pooled(per_group[1 + k])
@@ -232,9 +252,23 @@ def compare_cases(base: Callable, cands: list[Callable], cases: list[tuple], lab
             speedup = stats.median(a) / stats.median(b)
             lo, hi = stats.bootstrap_speedup(a, b, seed=seed)
             p = stats.sign_test(a, b)
-            per_cand[k].append(CaseTiming(label, stats.median(a), stats.median(b), speedup, lo, hi, p, noise,
-                                          stats.verdict(speedup, p, noise), len(a), graph,
-                                          stats.relative_spread(a), stats.relative_spread(b)))
+            per_cand[k].append(
+                CaseTiming(
+                    label,
+                    stats.median(a),
+                    stats.median(b),
+                    speedup,
+                    lo,
+                    hi,
+                    p,
+                    noise,
+                    stats.verdict(speedup, p, noise),
+                    len(a),
+                    graph,
+                    stats.relative_spread(a),
+                    stats.relative_spread(b),
+                )
+            )
     results = []
     for out in per_cand:
         geo = stats.geomean([c.speedup for c in out])
@@ -259,8 +293,14 @@ def matmul_flops(args) -> int | None:
     return None
 
 
-def bench_cases(fn: Callable, cases: list[tuple], labels: list[str], rep_ms: float, uses_dot: bool,
-                ceilings: Ceilings | None) -> list[CaseBench]:
+def bench_cases(
+    fn: Callable,
+    cases: list[tuple],
+    labels: list[str],
+    rep_ms: float,
+    uses_dot: bool,
+    ceilings: Ceilings | None,
+) -> list[CaseBench]:
     out = []
     for label, args in zip(labels, cases):
         result = fn(*args)
@@ -278,7 +318,20 @@ def bench_cases(fn: Callable, cases: list[tuple], labels: list[str], rep_ms: flo
                 bound, fraction = "compute", tflops / ceilings.bf16_tflops
             else:
                 fraction = mem_frac
-        out.append(CaseBench(label, ms, stats.relative_spread(times), nbytes, flops, gbps, tflops, fraction, bound, graph))
+        out.append(
+            CaseBench(
+                label,
+                ms,
+                stats.relative_spread(times),
+                nbytes,
+                flops,
+                gbps,
+                tflops,
+                fraction,
+                bound,
+                graph,
+            )
+        )
     return out
 
 
@@ -287,15 +340,19 @@ def measure_ceilings() -> Ceilings:
     n = 1 << 30
     src = torch.empty(n, dtype=torch.uint8, device="cuda").random_()
     dst = torch.empty_like(src)
-    ((times,),), _ = measure([lambda: dst.copy_(src)], 500, captures=1)
+    ((times,),), _ = measure([lambda: dst.copy_(src)], 500, captures=1)  # noqa: F821 (used before the del below)
     copy_gbps = 2 * n / stats.median(times) / 1e6
     del src, dst
     m = 8192
     a = torch.randn(m, m, device="cuda", dtype=torch.bfloat16)
     b = torch.randn(m, m, device="cuda", dtype=torch.bfloat16)
-    ((times,),), _ = measure([lambda: a @ b], 1000, captures=1)
-    tflops = 2 * m ** 3 / stats.median(times) / 1e9
+    ((times,),), _ = measure([lambda: a @ b], 1000, captures=1)  # noqa: F821 (used before the del below)
+    tflops = 2 * m**3 / stats.median(times) / 1e9
     del a, b
     torch.cuda.empty_cache()
-    return Ceilings(torch.cuda.get_device_name(), copy_gbps, tflops,
-                    _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"))
+    return Ceilings(
+        torch.cuda.get_device_name(),
+        copy_gbps,
+        tflops,
+        _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+    )

@@ -44,52 +44,116 @@ def harness_timeout(device: str) -> float:
     return HARNESS_TIMEOUT_S["gpu" if is_gpu(device) else "cpu"]
 
 
-def run_harness(pool: WorkerPool, task: Task, source: str | None, device: str, seed: int = 0,
-                on_progress: Callable[[m.Progress], None] | None = None,
-                timeout_s: float | None = None, stages: list[str] | None = None) -> m.HarnessResult:
+def run_harness(
+    pool: WorkerPool,
+    task: Task,
+    source: str | None,
+    device: str,
+    seed: int = 0,
+    on_progress: Callable[[m.Progress], None] | None = None,
+    timeout_s: float | None = None,
+    stages: list[str] | None = None,
+) -> m.HarnessResult:
     """The correctness stages (all five by default) in a worker; a dead or hung worker becomes a
     rejected result."""
-    req = m.RunHarness(task, source, candidate_id(source) if source else "original", seed,
-                       list(stages or m.STAGES), full_cases=is_gpu(device))
+    req = m.RunHarness(
+        task,
+        source,
+        candidate_id(source) if source else "original",
+        seed,
+        list(stages or m.STAGES),
+        full_cases=is_gpu(device),
+    )
     try:
         answer = pool.call(device, req, timeout_s or harness_timeout(device), on_progress)
     except WorkerDied as d:
-        return m.HarnessResult(False, d.stage or "load", d.kind, d.message + (f"\n{d.stderr[-1500:]}" if d.stderr else ""))
+        return m.HarnessResult(
+            False,
+            d.stage or "load",
+            d.kind,
+            d.message + (f"\n{d.stderr[-1500:]}" if d.stderr else ""),
+        )
     if isinstance(answer, m.WorkerError):
         return m.HarnessResult(False, "load", answer.reason, answer.message)
     return answer
 
 
-def verify(pool: WorkerPool, task: Task, source: str, device: str, *, seed: int = 0, timing: bool = True,
-           rep_ms: float = 300.0, on_progress: Callable[[m.Progress], None] | None = None,
-           timeout_s: float | None = None) -> VerifyReport:
+def verify(
+    pool: WorkerPool,
+    task: Task,
+    source: str,
+    device: str,
+    *,
+    seed: int = 0,
+    timing: bool = True,
+    rep_ms: float = 300.0,
+    on_progress: Callable[[m.Progress], None] | None = None,
+    timeout_s: float | None = None,
+) -> VerifyReport:
     original = Path(task.file).read_text(encoding="utf-8")
     cid = candidate_id(source)
     base = dict(kernel=task.kernel, file=task.file, candidate_id=cid, device=device)
     rejection: Rejection | None = static_gate(task, original, source)
     if rejection is not None:
-        return VerifyReport(**base, accepted=False, stage="gate", reason=rejection.reason,
-                            message=rejection.message, line=rejection.line)
+        return VerifyReport(
+            **base,
+            accepted=False,
+            stage="gate",
+            reason=rejection.reason,
+            message=rejection.message,
+            line=rejection.line,
+        )
     result = run_harness(pool, task, source, device, seed, on_progress, timeout_s)
-    report = VerifyReport(**base, accepted=result.accepted, stage=result.stage, reason=result.reason,
-                          message=result.message, cases=result.cases, stages=result.stages, torch_ops=result.torch_ops)
+    report = VerifyReport(
+        **base,
+        accepted=result.accepted,
+        stage=result.stage,
+        reason=result.reason,
+        message=result.message,
+        cases=result.cases,
+        stages=result.stages,
+        torch_ops=result.torch_ops,
+    )
     if result.accepted and timing and is_gpu(device):
         try:
-            answer = pool.call(device, m.TimeAB(task, source, cid, rep_ms=rep_ms, seed=seed), TIMING_TIMEOUT_S, on_progress)
+            answer = pool.call(
+                device,
+                m.TimeAB(task, source, cid, rep_ms=rep_ms, seed=seed),
+                TIMING_TIMEOUT_S,
+                on_progress,
+            )
         except WorkerDied as d:
-            report.accepted, report.stage, report.reason, report.message = False, "timing", d.kind, d.message
+            report.accepted, report.stage, report.reason, report.message = (
+                False,
+                "timing",
+                d.kind,
+                d.message,
+            )
             return report
         if isinstance(answer, m.WorkerError):
-            report.accepted, report.stage, report.reason, report.message = False, "timing", answer.reason, answer.message
+            report.accepted, report.stage, report.reason, report.message = (
+                False,
+                "timing",
+                answer.reason,
+                answer.message,
+            )
         else:
             report.timing = answer
     return report
 
 
-def bench(pool: WorkerPool, task: Task, device: str, source: str | None = None, rep_ms: float = 300.0,
-          on_progress=None) -> m.BenchResult:
+def bench(
+    pool: WorkerPool,
+    task: Task,
+    device: str,
+    source: str | None = None,
+    rep_ms: float = 300.0,
+    on_progress=None,
+) -> m.BenchResult:
     ceilings = CeilingCache().get_or_measure(pool, device)
-    answer = pool.call(device, m.Bench(task, source, rep_ms, ceilings=ceilings), TIMING_TIMEOUT_S, on_progress)
+    answer = pool.call(
+        device, m.Bench(task, source, rep_ms, ceilings=ceilings), TIMING_TIMEOUT_S, on_progress
+    )
     if isinstance(answer, m.WorkerError):
         raise RuntimeError(f"{answer.reason}: {answer.message}")
     return answer

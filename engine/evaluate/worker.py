@@ -21,12 +21,12 @@ def _serve(device: str, rfd: int, wfd: int) -> None:
     if interpreter:
         os.environ["TRITON_INTERPRET"] = "1"  # fixed at `import triton`: set before it
     import torch
-    import triton
 
     # The audit's dispatch mode makes PyTorch import torch._dynamo on the first tensor op under it:
     # 2.7 s of the first harness stage on a development machine's CPU worker. Paid here, while the
     # engine waits for the worker to start (on a GPU, while the CPU workers compile).
     import torch._dynamo  # noqa: F401
+    import triton
 
     from .audit import install_launch_hook
     from .harness import Harness, ModuleLoader, classify_exception
@@ -41,12 +41,19 @@ def _serve(device: str, rfd: int, wfd: int) -> None:
         name = "AOT compiler"
     else:
         torch.cuda.set_device(0)  # the engine exposes exactly one GPU through CUDA_VISIBLE_DEVICES
-        torch.zeros(1, device="cuda")  # the CUDA context, before Ready: part of starting, not of a request
+        torch.zeros(
+            1, device="cuda"
+        )  # the CUDA context, before Ready: part of starting, not of a request
         CLOCK.install()  # the harness's JIT seconds per stage (a GPU worker that compiles idles its GPU)
         name = torch.cuda.get_device_name(0)
     dev = "cuda" if not (interpreter or compiler_only) else "cpu"
     loader = ModuleLoader()
-    m.write_message(wfd, m.Ready(os.getpid(), device, name, str(torch.__version__), str(triton.__version__), interpreter))
+    m.write_message(
+        wfd,
+        m.Ready(
+            os.getpid(), device, name, str(torch.__version__), str(triton.__version__), interpreter
+        ),
+    )
 
     def progress(stage: str, detail: str = "") -> None:
         m.write_message(wfd, m.Progress(stage, detail))
@@ -59,7 +66,14 @@ def _serve(device: str, rfd: int, wfd: int) -> None:
         fatal = False
         try:
             if isinstance(req, m.Ping):
-                answer = m.Ready(os.getpid(), device, name, str(torch.__version__), str(triton.__version__), interpreter)
+                answer = m.Ready(
+                    os.getpid(),
+                    device,
+                    name,
+                    str(torch.__version__),
+                    str(triton.__version__),
+                    interpreter,
+                )
             elif isinstance(req, m.RunHarness):
                 answer, fatal = Harness(req, dev, loader, progress).run()
             elif isinstance(req, m.Specialize):
@@ -70,7 +84,9 @@ def _serve(device: str, rfd: int, wfd: int) -> None:
                 progress("compile", f"{len(req.launches)} specialisations for sm_{req.arch}")
                 answer = m.CompileResult(compile_launches(loader, req))
             elif interpreter or compiler_only:
-                answer = m.WorkerError("no-gpu", "timing needs a GPU: the CPU interpreter only checks correctness")
+                answer = m.WorkerError(
+                    "no-gpu", "timing needs a GPU: the CPU interpreter only checks correctness"
+                )
             elif isinstance(req, (m.TimeAB, m.Bench)):
                 answer = _time(req, dev, loader, progress)
             elif isinstance(req, m.MeasureCeilings):
@@ -82,7 +98,9 @@ def _serve(device: str, rfd: int, wfd: int) -> None:
                 answer = m.WorkerError("bad-request", f"unknown request {type(req).__name__}")
         except Exception as exc:  # a bug or a device failure outside the harness's own handling
             reason, fatal = classify_exception(exc)
-            answer = m.WorkerError(reason, f"{type(exc).__name__}: {exc}", traceback.format_exc()[-4000:])
+            answer = m.WorkerError(
+                reason, f"{type(exc).__name__}: {exc}", traceback.format_exc()[-4000:]
+            )
         m.write_message(wfd, answer)
         if fatal or getattr(answer, "reason", None) in m.FATAL_REASONS:
             os._exit(3)  # the CUDA context is unusable; the engine starts a fresh worker
@@ -100,8 +118,15 @@ def _specialize(req, dev, loader, progress):
         if h.small_fn is None:  # its stages check the benchmark inputs: the compile rung's cases
             return m.SpecializeResult([], "none", error="the task has no small_inputs")
         progress("specialize", f"dry run of the {', '.join(req.stages)} inputs")
-        return dry_run_inputs(h.entry, ((f"{stage}: {label}", args) for stage in req.stages
-                                        for label, args, _ in h.stage_inputs(stage)), dev)
+        return dry_run_inputs(
+            h.entry,
+            (
+                (f"{stage}: {label}", args)
+                for stage in req.stages
+                for label, args, _ in h.stage_inputs(stage)
+            ),
+            dev,
+        )
     progress("specialize", "dry run of every case")
     seed = stage_seed(req.seed, "timing")
 
@@ -134,7 +159,11 @@ def _time(req, dev, loader, progress):
     h = Harness(m.RunHarness(req.task, req.candidate, seed=req.seed), dev, loader, progress)
     h.load()
     cases = h.full_cases("timing")
-    labels = req.task.shapes if req.task.shapes and len(req.task.shapes) == len(cases) else [describe(c) for c in cases]
+    labels = (
+        req.task.shapes
+        if req.task.shapes and len(req.task.shapes) == len(cases)
+        else [describe(c) for c in cases]
+    )
     if getattr(req, "cases", None) is not None:
         cases, labels = [cases[i] for i in req.cases], [labels[i] for i in req.cases]
     if isinstance(req, m.TimeAB):
@@ -143,12 +172,18 @@ def _time(req, dev, loader, progress):
             r = Harness(m.RunHarness(req.task, rival, seed=req.seed), dev, loader, progress)
             r.load()
             entries.append(r.entry)
-        progress("timing", f"{len(cases)} cases, {len(entries)} candidates interleaved with the original")
-        results = compare_cases(h.original_entry, entries, cases, labels, req.rep_ms, req.noise_check, req.seed)
+        progress(
+            "timing", f"{len(cases)} cases, {len(entries)} candidates interleaved with the original"
+        )
+        results = compare_cases(
+            h.original_entry, entries, cases, labels, req.rep_ms, req.noise_check, req.seed
+        )
         return m.TimingResults(results) if req.rivals else results[0]
     progress("bench", f"{len(cases)} cases")
     uses_dot = "tl.dot(" in (req.candidate or open(req.task.file, encoding="utf-8").read())
-    return m.BenchResult(bench_cases(h.entry, cases, labels, req.rep_ms, uses_dot, req.ceilings), req.ceilings)
+    return m.BenchResult(
+        bench_cases(h.entry, cases, labels, req.rep_ms, uses_dot, req.ceilings), req.ceilings
+    )
 
 
 def main() -> None:

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 import msgspec
 
-from .model import AutotuneConfig, FileIndex, Kernel, LaunchSite, Launcher, Param, ParseError, Span
+from .model import AutotuneConfig, FileIndex, Kernel, Launcher, LaunchSite, Param, ParseError, Span
 
 TRITON_DECORATORS = ("triton.jit", "triton.autotune", "triton.heuristics")
 _MAX_RECOVERY_ATTEMPTS = 25
@@ -135,8 +135,14 @@ def _collect_aliases(imports: list[ast.stmt]) -> ImportAliases:
         if isinstance(node, ast.Import):
             for a in node.names:
                 if a.name == "triton" or a.name.startswith("triton."):
-                    names[a.asname or a.name.split(".")[0]] = a.name if a.asname else a.name.split(".")[0]
-        elif isinstance(node, ast.ImportFrom) and node.module and node.module.split(".")[0] == "triton":
+                    names[a.asname or a.name.split(".")[0]] = (
+                        a.name if a.asname else a.name.split(".")[0]
+                    )
+        elif (
+            isinstance(node, ast.ImportFrom)
+            and node.module
+            and node.module.split(".")[0] == "triton"
+        ):
             for a in node.names:
                 names[a.asname or a.name] = f"{node.module}.{a.name}"
     return ImportAliases(names)
@@ -207,7 +213,11 @@ class _Indexer:
         pm = self.pm
         assert self.tree is not None
         for node in self.tree.body:
-            if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+            if (
+                isinstance(node, ast.Assign)
+                and len(node.targets) == 1
+                and isinstance(node.targets[0], ast.Name)
+            ):
                 pm.module_constants[node.targets[0].id] = node.value
         pm.aliases = self.aliases = _collect_aliases(self._scan())
         kernel_defs: dict[str, tuple[ast.FunctionDef, list[str]]] = {}
@@ -224,7 +234,8 @@ class _Indexer:
         # A jit function never launched here but called from another kernel is a helper.
         called = {h for k in kernels for h in k.helpers}
         kernels = [
-            msgspec.structs.replace(k, is_helper=(k.name in called and not k.launch_sites)) for k in kernels
+            msgspec.structs.replace(k, is_helper=(k.name in called and not k.launch_sites))
+            for k in kernels
         ]
         launchers: dict[str, list[str]] = {}
         for site, _ in launches:
@@ -265,15 +276,17 @@ class _Indexer:
         if isinstance(annotation, ast.Constant) and isinstance(annotation.value, str):
             return annotation.value.endswith("constexpr")
         name = self.aliases.canonical(annotation) or ""
-        return name in ("triton.language.constexpr", "triton.language.core.constexpr", "triton.constexpr") or (
-            name == "constexpr"
-        )
+        return name in (
+            "triton.language.constexpr",
+            "triton.language.core.constexpr",
+            "triton.constexpr",
+        ) or (name == "constexpr")
 
     def _params(self, fn: ast.FunctionDef) -> list[Param]:
         args = fn.args.posonlyargs + fn.args.args + fn.args.kwonlyargs
         defaults: dict[str, ast.expr] = {}
         positional = fn.args.posonlyargs + fn.args.args
-        for a, d in zip(positional[len(positional) - len(fn.args.defaults):], fn.args.defaults):
+        for a, d in zip(positional[len(positional) - len(fn.args.defaults) :], fn.args.defaults):
             defaults[a.arg] = d
         for a, d in zip(fn.args.kwonlyargs, fn.args.kw_defaults):
             if d is not None:
@@ -305,21 +318,33 @@ class _Indexer:
             cfg_node = kw.get("configs", deco.args[0] if deco.args else None)
             key_node = kw.get("key", deco.args[1] if len(deco.args) > 1 else None)
             for c in self._resolve_list(cfg_node):
-                if isinstance(c, ast.Call) and (self.aliases.canonical(c.func) or "").endswith("Config"):
+                if isinstance(c, ast.Call) and (self.aliases.canonical(c.func) or "").endswith(
+                    "Config"
+                ):
                     configs.append(self._config(c))
-            key = [k for k in (literal(e) for e in self._resolve_list(key_node)) if isinstance(k, str)]
+            key = [
+                k for k in (literal(e) for e in self._resolve_list(key_node)) if isinstance(k, str)
+            ]
         return configs, key
 
     def _config(self, call: ast.Call) -> AutotuneConfig:
         kwargs: dict = {}
-        meta = call.args[0] if call.args else next((k.value for k in call.keywords if k.arg == "kwargs"), None)
+        meta = (
+            call.args[0]
+            if call.args
+            else next((k.value for k in call.keywords if k.arg == "kwargs"), None)
+        )
         if isinstance(meta, ast.Dict):
             for k, v in zip(meta.keys, meta.values):
                 key = literal(k)
                 if isinstance(key, str):
                     val = literal(v)
-                    kwargs[key] = val if isinstance(val, (int, float, bool, str)) or val is None else str(val)
-        extra = {k.arg: literal(k.value) for k in call.keywords if k.arg in ("num_warps", "num_stages")}
+                    kwargs[key] = (
+                        val if isinstance(val, (int, float, bool, str)) or val is None else str(val)
+                    )
+        extra = {
+            k.arg: literal(k.value) for k in call.keywords if k.arg in ("num_warps", "num_stages")
+        }
         nw, ns = extra.get("num_warps"), extra.get("num_stages")
         return AutotuneConfig(
             kwargs=kwargs,
@@ -342,24 +367,30 @@ class _Indexer:
 
     def _launch_sites(self, kernel_names: set[str]) -> list[tuple[LaunchSite, ast.Call]]:
         sites: list[tuple[LaunchSite, ast.Call]] = []
-        for call, scope in sorted(self._subscript_calls, key=lambda c: (c[0].lineno, c[0].col_offset)):
+        for call, scope in sorted(
+            self._subscript_calls, key=lambda c: (c[0].lineno, c[0].col_offset)
+        ):
             target = call.func.value  # type: ignore[attr-defined]
-            name = target.id if isinstance(target, ast.Name) else (
-                target.attr if isinstance(target, ast.Attribute) else None
+            name = (
+                target.id
+                if isinstance(target, ast.Name)
+                else (target.attr if isinstance(target, ast.Attribute) else None)
             )
             if name not in kernel_names:
                 continue
-            sites.append((
-                LaunchSite(
-                    kernel=name,
-                    span=node_span(self.pm.lines, call),
-                    grid=ast.unparse(call.func.slice),  # type: ignore[attr-defined]
-                    args=[ast.unparse(a) for a in call.args],
-                    kwargs={k.arg: ast.unparse(k.value) for k in call.keywords if k.arg},
-                    launcher=self._launcher_of(list(scope)),
-                ),
-                call,
-            ))
+            sites.append(
+                (
+                    LaunchSite(
+                        kernel=name,
+                        span=node_span(self.pm.lines, call),
+                        grid=ast.unparse(call.func.slice),  # type: ignore[attr-defined]
+                        args=[ast.unparse(a) for a in call.args],
+                        kwargs={k.arg: ast.unparse(k.value) for k in call.keywords if k.arg},
+                        launcher=self._launcher_of(list(scope)),
+                    ),
+                    call,
+                )
+            )
         return sites
 
     def _launcher_of(self, scope: list[str]) -> str | None:
@@ -370,12 +401,18 @@ class _Indexer:
                 return qual
         return None
 
-    def _kernel(self, fn: ast.FunctionDef, decos: list[str], kernel_names: set[str], launches) -> Kernel:
+    def _kernel(
+        self, fn: ast.FunctionDef, decos: list[str], kernel_names: set[str], launches
+    ) -> Kernel:
         configs, key = self._autotune(fn)
         helpers: list[str] = []
         for node in ast.walk(fn):
             if isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
-                if node.func.id in kernel_names and node.func.id != fn.name and node.func.id not in helpers:
+                if (
+                    node.func.id in kernel_names
+                    and node.func.id != fn.name
+                    and node.func.id not in helpers
+                ):
                     helpers.append(node.func.id)
         sites = [s for s, _ in launches if s.kernel == fn.name]
         first = fn.decorator_list[0] if fn.decorator_list else fn
@@ -400,5 +437,3 @@ class _Indexer:
             launchers=sorted({s.launcher for s in sites if s.launcher}),
             docstring=ast.get_docstring(fn),
         )
-
-

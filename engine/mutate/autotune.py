@@ -22,7 +22,9 @@ N_CONFIGS = 6
 
 
 def _config_text(knobs: dict) -> str:
-    meta = ", ".join(f'"{k}": {v}' for k, v in knobs.items() if k not in ("num_warps", "num_stages"))
+    meta = ", ".join(
+        f'"{k}": {v}' for k, v in knobs.items() if k not in ("num_warps", "num_stages")
+    )
     extra = "".join(f", {k}={knobs[k]}" for k in ("num_warps", "num_stages") if k in knobs)
     return f"triton.Config({{{meta}}}{extra})"
 
@@ -34,7 +36,11 @@ def _tiling(knobs: dict) -> dict:
 @mutator("autotune", "insert a pruned @triton.autotune over tiles, warps and stages")
 def propose(ctx: MutationContext):
     kv = ctx.kernel
-    if kv is None or kv.kernel.autotuned or kv.tl_calls("atomic_add", "atomic_max", "atomic_min", "atomic_xchg"):
+    if (
+        kv is None
+        or kv.kernel.autotuned
+        or kv.tl_calls("atomic_add", "atomic_max", "atomic_min", "atomic_xchg")
+    ):
         return  # autotuning re-runs the kernel: accumulating outputs would be corrupted
     launches = ctx.entry_launches()
     tiles = tile_params(ctx)
@@ -49,12 +55,16 @@ def propose(ctx: MutationContext):
     pipelined = launch_stages_matter(kv)
     current = lk.current(pipelined or uses_dot)
     options = walk(ctx, 0, lk, uses_dot, pipelined)  # a step that paid, repeated, among the first
-    ties = {t: nodes for t, nodes in lk.ties.items() if t in static}  # the others keep their literals
+    ties = {
+        t: nodes for t, nodes in lk.ties.items() if t in static
+    }  # the others keep their literals
     # A literal that two equal constexprs could stand for cannot become either's META entry: only
     # configs that keep them equal.
     options = [o for o in options if not lk.splits(o)]
     configs = [current]
-    for o in options:  # the loops' depth varies within a tile, and the tiles vary: two a tiling at most
+    for (
+        o
+    ) in options:  # the loops' depth varies within a tile, and the tiles vary: two a tiling at most
         if len(configs) < N_CONFIGS and sum(_tiling(c) == _tiling(o) for c in configs) < 2:
             configs.append(dict(static) | o)
     if len(configs) < 2:
@@ -64,37 +74,57 @@ def propose(ctx: MutationContext):
         args = kv.node.args
         if args.vararg or args.kwarg or args.kwonlyargs or not args.args:
             return
-        depth = unique_name("LOOP_STAGES", {n.id for n in kv.nodes if isinstance(n, ast.Name)} | set(kv.params))
+        depth = unique_name(
+            "LOOP_STAGES", {n.id for n in kv.nodes if isinstance(n, ast.Name)} | set(kv.params)
+        )
         last = args.defaults[-1] if args.defaults else args.args[-1]
         edits.insert_after(last, f", {depth}: tl.constexpr = {lk.loop_stages}")
         set_depth(edits, streaming_loops(ctx), depth)
         configs = [{(depth if k == "loop_stages" else k): v for k, v in c.items()} for c in configs]
-    pointer_like = set().union(*(kv.pointer_params_of(c) for c in kv.tl_calls("load", "store"))) if kv.tl_calls("load", "store") else set()
-    key = [p.name for p in kv.kernel.params if not p.constexpr and p.name not in pointer_like
-           and not p.name.startswith("stride")]
+    pointer_like = (
+        set().union(*(kv.pointer_params_of(c) for c in kv.tl_calls("load", "store")))
+        if kv.tl_calls("load", "store")
+        else set()
+    )
+    key = [
+        p.name
+        for p in kv.kernel.params
+        if not p.constexpr and p.name not in pointer_like and not p.name.startswith("stride")
+    ]
     first = kv.node.decorator_list[0]
-    deco = ("@triton.autotune(\n    configs=[\n"
-            + "".join(f"        {_config_text(c)},\n" for c in configs)
-            + f"    ],\n    key={key!r},\n)")
+    deco = (
+        "@triton.autotune(\n    configs=[\n"
+        + "".join(f"        {_config_text(c)},\n" for c in configs)
+        + f"    ],\n    key={key!r},\n)"
+    )
     edits.insert_line(first.lineno, deco)
     grid = lv.call.func.slice  # type: ignore[attr-defined]
     grid_node = lv.resolve(grid) if isinstance(grid, ast.Name) else grid
     g0, g1 = edits.span(grid_node)
-    if any(not (g0 <= edits.span(n)[0] and edits.span(n)[1] <= g1) for nodes in ties.values() for n in nodes):
+    if any(
+        not (g0 <= edits.span(n)[0] and edits.span(n)[1] <= g1)
+        for nodes in ties.values()
+        for n in nodes
+    ):
         return  # the grid's size comes from launcher variables: META reaches only the grid itself
     if any(ties.values()):
         text = edits.text(grid_node)
         start, _ = edits.span(grid_node)
         pairs = [(lit, tile) for tile, lits in ties.items() for lit in lits]
-        for lit, tile in sorted(pairs, key=lambda p: edits.span(p[0]), reverse=True):  # last first: offsets hold
+        for lit, tile in sorted(
+            pairs, key=lambda p: edits.span(p[0]), reverse=True
+        ):  # last first: offsets hold
             a, b = edits.span(lit)
-            text = text[: a - start] + f'META["{tile}"]' + text[b - start:]
+            text = text[: a - start] + f'META["{tile}"]' + text[b - start :]
         edits.replace(grid_node, f"lambda META: {text}")
     for name in list(static) + ["num_warps", "num_stages"]:
         if name in lv.options or any(k.arg == name for k in lv.call.keywords):
             edits.remove_keyword(lv.call, name)
     if any(name in lv.args and not any(k.arg == name for k in lv.call.keywords) for name in static):
         return  # a tile passed positionally cannot be dropped from the call cleanly
-    yield Mutation(edits.apply(), "autotune",
-                   f"`@triton.autotune` over {len(configs)} configurations keyed on {', '.join(key) or 'nothing'}: "
-                   "each input size gets its best tile, warps and stages at run time")
+    yield Mutation(
+        edits.apply(),
+        "autotune",
+        f"`@triton.autotune` over {len(configs)} configurations keyed on {', '.join(key) or 'nothing'}: "
+        "each input size gets its best tile, warps and stages at run time",
+    )

@@ -42,23 +42,46 @@ class MutationContext:
 
     def __post_init__(self) -> None:
         self.module = parse_module(self.source, self.task.file)
-        self.tree = self.module.tree if self.module.tree is not None else ast.Module(body=[], type_ignores=[])
+        self.tree = (
+            self.module.tree
+            if self.module.tree is not None
+            else ast.Module(body=[], type_ignores=[])
+        )
         views = kernel_views(self.module)
         self.kernel = next((k for k in views if k.name == self.task.kernel), None)
         self.launches = [lv for lv in launch_views(self.module, views) if lv.kernel is self.kernel]
 
     def entry_launches(self) -> list[LaunchView]:
         """Launches inside the entry function (the ones a rewrite may touch)."""
-        return [lv for lv in self.launches if lv.site.launcher and lv.site.launcher.split(".")[0] == self.task.entry]
+        return [
+            lv
+            for lv in self.launches
+            if lv.site.launcher and lv.site.launcher.split(".")[0] == self.task.entry
+        ]
 
     def entry_function(self) -> ast.FunctionDef | None:
         """The entry (launcher) function, defined at module level."""
-        return next((n for n in self.tree.body if isinstance(n, ast.FunctionDef) and n.name == self.task.entry), None)
+        return next(
+            (
+                n
+                for n in self.tree.body
+                if isinstance(n, ast.FunctionDef) and n.name == self.task.entry
+            ),
+            None,
+        )
 
     def torch_name(self) -> str | None:
         """The name `torch` is imported as at module level (a rewrite that adds torch calls needs it)."""
-        return next((a.asname or a.name for n in self.tree.body if isinstance(n, ast.Import)
-                     for a in n.names if a.name == "torch"), None)
+        return next(
+            (
+                a.asname or a.name
+                for n in self.tree.body
+                if isinstance(n, ast.Import)
+                for a in n.names
+                if a.name == "torch"
+            ),
+            None,
+        )
 
 
 @dataclass(frozen=True)

@@ -22,10 +22,16 @@ from .dataflow import fix, unique_name
 from .edits import Edits
 from .split_reduction import SplitReduction, grid_axis, split_reductions
 
-ITERS = (4, 8, 16)  # unrolled: 32 blocks of 32x64 bf16 per program would hold 256 registers of loads
+ITERS = (
+    4,
+    8,
+    16,
+)  # unrolled: 32 blocks of 32x64 bf16 per program would hold 256 registers of loads
 
 
-@mutator("coarsen-atomics", "reduce several blocks per program before one atomic update (fewer atomics)")
+@mutator(
+    "coarsen-atomics", "reduce several blocks per program before one atomic update (fewer atomics)"
+)
 def propose(ctx: MutationContext):
     site = next(split_reductions(ctx), None)
     if site is not None:
@@ -33,21 +39,32 @@ def propose(ctx: MutationContext):
 
 
 def _rewrite(ctx: MutationContext, site: SplitReduction):
-    kv, body, p_idx, r_idx, pid, pid_call = site.kv, site.body, site.p_idx, site.r_idx, site.pid, site.pid_call
+    kv, body, p_idx, r_idx, pid, pid_call = (
+        site.kv,
+        site.body,
+        site.p_idx,
+        site.r_idx,
+        site.pid,
+        site.pid_call,
+    )
     taken = {n.id for n in kv.nodes if isinstance(n, ast.Name)} | set(kv.params)
     iters = unique_name("ITERS", taken)
     base = unique_name(f"{pid}_first", taken)
     acc = unique_name("acc", taken)
     it = unique_name("it", taken)
-    loop = ast.parse(f"for {it} in tl.static_range({iters}):\n"
-                     f"    {pid} = {base} * {iters} + {it}\n"
-                     f"    {acc} += 0\n").body[0]
+    loop = ast.parse(
+        f"for {it} in tl.static_range({iters}):\n"
+        f"    {pid} = {base} * {iters} + {it}\n"
+        f"    {acc} += 0\n"
+    ).body[0]
     loop.body = [loop.body[0]] + copy.deepcopy(site.middle) + [loop.body[1]]
     loop.body[-1].value = copy.deepcopy(site.reduced)  # type: ignore[attr-defined]
     head = ast.parse(f"{base} = {ast.unparse(pid_call)}\n{acc} = 0.0\n").body
     new_fn = copy.deepcopy(kv.node)
-    new_fn.body = body[:p_idx] + head + [loop, site.sum_of(acc)] + body[r_idx + 1:]
-    new_fn.args.args.append(ast.arg(arg=iters, annotation=ast.parse("tl.constexpr", mode="eval").body))
+    new_fn.body = body[:p_idx] + head + [loop, site.sum_of(acc)] + body[r_idx + 1 :]
+    new_fn.args.args.append(
+        ast.arg(arg=iters, annotation=ast.parse("tl.constexpr", mode="eval").body)
+    )
     new_fn.args.defaults.append(ast.Constant(1))  # other callers keep one block per program
     fn = fix(new_fn)
     for n in ITERS:
@@ -58,7 +75,11 @@ def _rewrite(ctx: MutationContext, site: SplitReduction):
                 return
             edits.replace(found[1], f"triton.cdiv({edits.text(found[1])}, {n})")
             edits.add_keyword(lv.call, iters, str(n))
-        yield Mutation(edits.apply(), "coarsen-atomics",
-                       f"each program sums {n} consecutive blocks along grid axis {site.axis} in registers (loads "
-                       f"unrolled, in flight together) and makes one atomic update for them: {n}x fewer programs "
-                       f"and atomic adds", {iters: n})
+        yield Mutation(
+            edits.apply(),
+            "coarsen-atomics",
+            f"each program sums {n} consecutive blocks along grid axis {site.axis} in registers (loads "
+            f"unrolled, in flight together) and makes one atomic update for them: {n}x fewer programs "
+            f"and atomic adds",
+            {iters: n},
+        )

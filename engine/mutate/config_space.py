@@ -59,7 +59,11 @@ def _grid_node(lv) -> ast.expr | None:
 def launch_constants(ctx: MutationContext, lv) -> dict[str, int]:
     """Every constexpr the launch passes as a known integer, tiles or not: a grid literal may stand
     for any of them (a coarsened kernel's `ITERS` is no tile)."""
-    return {name: v for name in ctx.kernel.kernel.constexprs if (v := lv.const_int(lv.args.get(name))) is not None}
+    return {
+        name: v
+        for name in ctx.kernel.kernel.constexprs
+        if (v := lv.const_int(lv.args.get(name))) is not None
+    }
 
 
 def _grid_exprs(lv) -> list[ast.expr]:
@@ -80,7 +84,9 @@ def _grid_exprs(lv) -> list[ast.expr]:
     return exprs
 
 
-def tied_literals(lv, tiles: dict[str, int]) -> tuple[dict[str, list[ast.expr]], list[frozenset[str]]]:
+def tied_literals(
+    lv, tiles: dict[str, int]
+) -> tuple[dict[str, list[ast.expr]], list[frozenset[str]]]:
     """({constexpr: the grid's nodes that stand for its value}, groups of constexprs sharing a
     literal that none of them certainly owns), over `tiles`: every constexpr the launch passes
     (`launch_constants`). A node is an integer literal equal to the value, or a name of the
@@ -95,15 +101,22 @@ def tied_literals(lv, tiles: dict[str, int]) -> tuple[dict[str, list[ast.expr]],
                     if node.id == name:
                         out[t].append(node)
                 continue
-            if not (isinstance(node, ast.Constant) and isinstance(node.value, int) and not isinstance(node.value, bool)):
+            if not (
+                isinstance(node, ast.Constant)
+                and isinstance(node.value, int)
+                and not isinstance(node.value, bool)
+            ):
                 continue
             owners = [t for t, v in tiles.items() if v == node.value and t not in passed]
             if len(owners) > 1:  # e.g. BLOCK_M == BLOCK_N: `(cdiv(n_cols, 64), 1)` belongs to the
                 # tile that scales `tl.program_id(0)` in the kernel, or `cdiv(M, 64)` to the one named after M
                 axis = _grid_axis(grid, node)
                 dim = _cdiv_dim(grid, node)
-                named = ([t for t in owners if t in lv.kernel.axis_tiles(axis)] if axis is not None else []) or \
-                    [t for t in owners if dim and t.upper().endswith(dim.upper())]
+                named = (
+                    [t for t in owners if t in lv.kernel.axis_tiles(axis)]
+                    if axis is not None
+                    else []
+                ) or [t for t in owners if dim and t.upper().endswith(dim.upper())]
                 if len(named) != 1:
                     shared.append(frozenset(owners))
                 owners = named or owners[:1]
@@ -124,13 +137,19 @@ class LaunchKnobs:
     shared: list[frozenset[str]]
     warps: int  # the launch's num_warps (Triton's default 4 where it passes none)
     stages: int  # its num_stages (default 3)
-    loop_stages: int | None  # the depth the kernel's streaming loops are pipelined at (`pipelined_depth`)
+    loop_stages: (
+        int | None
+    )  # the depth the kernel's streaming loops are pipelined at (`pipelined_depth`)
 
     def current(self, staged: bool) -> dict[str, int]:
         """The launch's own configuration: its tiles, warps, where stages mean something
         (`staged`: a pipelined loop or a dot) stages, and its streaming loops' depth."""
-        return dict(self.static) | {"num_warps": self.warps} | ({"num_stages": self.stages} if staged else {}) | \
-            ({"loop_stages": self.loop_stages} if self.loop_stages else {})
+        return (
+            dict(self.static)
+            | {"num_warps": self.warps}
+            | ({"num_stages": self.stages} if staged else {})
+            | ({"loop_stages": self.loop_stages} if self.loop_stages else {})
+        )
 
     def splits(self, knobs: dict[str, int]) -> bool:
         """Whether `knobs` give constexprs that share an unowned grid literal different values."""
@@ -141,8 +160,15 @@ class LaunchKnobs:
 def launch_knobs(ctx: MutationContext, lv) -> LaunchKnobs:
     consts = launch_constants(ctx, lv)
     ties, shared = tied_literals(lv, consts)
-    return LaunchKnobs(consts, {t: consts[t] for t in tile_params(ctx) if t in consts}, ties, shared,
-                       lv.num_warps() or 4, lv.const_int(lv.options.get("num_stages")) or 3, pipelined_depth(ctx))
+    return LaunchKnobs(
+        consts,
+        {t: consts[t] for t in tile_params(ctx) if t in consts},
+        ties,
+        shared,
+        lv.num_warps() or 4,
+        lv.const_int(lv.options.get("num_stages")) or 3,
+        pipelined_depth(ctx),
+    )
 
 
 def _grid_axis(grid: ast.expr, literal: ast.Constant) -> int | None:
@@ -171,7 +197,9 @@ def apply_knobs(ctx: MutationContext, lv, lk: LaunchKnobs, knobs: dict[str, int]
     edits = Edits(ctx.source)
     for name, value in knobs.items():
         if name in lk.static:
-            edits.replace(lv.args[name], str(value))  # the literal, or the name of a launcher constant
+            edits.replace(
+                lv.args[name], str(value)
+            )  # the literal, or the name of a launcher constant
             for node in lk.ties.get(name, []):
                 edits.replace(node, str(value))
         elif name in ("num_warps", "num_stages"):
@@ -203,9 +231,18 @@ def candidates(lk: LaunchKnobs, uses_dot: bool, pipelined: bool) -> list[dict]:
                     options.append(cfg | {"num_warps": w, "num_stages": s})
     elif static:
         names = list(static)
-        choices = [ELEMENTWISE_BLOCKS] if len(names) == 1 else [
-            [v for v in (8, 16, 32, 64, 128, 256, 512, 1024, 2048) if static[n] / 16 <= v <= static[n] * 16] for n in names
-        ]
+        choices = (
+            [ELEMENTWISE_BLOCKS]
+            if len(names) == 1
+            else [
+                [
+                    v
+                    for v in (8, 16, 32, 64, 128, 256, 512, 1024, 2048)
+                    if static[n] / 16 <= v <= static[n] * 16
+                ]
+                for n in names
+            ]
+        )
         for dims in itertools.product(*choices):
             tile = _prod(dims)
             if not ELEMENTWISE_BLOCKS[0] <= tile <= 16384:
@@ -213,10 +250,16 @@ def candidates(lk: LaunchKnobs, uses_dot: bool, pipelined: bool) -> list[dict]:
             for w in WARPS:
                 if 4 <= tile / (32 * w) <= 64:
                     for s, d in itertools.product(STAGES if pipelined else (current_s,), depths):
-                        if tile * 2 * (d.get("loop_stages", 1) - 1) > SMEM_LIMIT:  # 2-byte elements at least
+                        if (
+                            tile * 2 * (d.get("loop_stages", 1) - 1) > SMEM_LIMIT
+                        ):  # 2-byte elements at least
                             continue
-                        options.append(dict(zip(names, dims)) | {"num_warps": w} | ({"num_stages": s} if pipelined else {})
-                                       | d)
+                        options.append(
+                            dict(zip(names, dims))
+                            | {"num_warps": w}
+                            | ({"num_stages": s} if pipelined else {})
+                            | d
+                        )
     else:  # tiles computed from the input: only warps (and stages where there is a loop)
         for w in WARPS:
             for s, d in itertools.product(STAGES if pipelined else (current_s,), depths):
@@ -244,18 +287,27 @@ def prior(knobs: dict, uses_dot: bool) -> float:
     stages = knobs.get("num_stages", 3)
     if uses_dot:
         mn = _prod(tiles[:2]) if len(tiles) >= 2 else 64 * 64
-        return math.log2(mn) - 0.3 * abs(stages - 4) - (0.5 if (mn >= 128 * 128) != (warps == 8) else 0.0)
+        return (
+            math.log2(mn)
+            - 0.3 * abs(stages - 4)
+            - (0.5 if (mn >= 128 * 128) != (warps == 8) else 0.0)
+        )
     per_thread = math.log2(_prod(tiles) / (32 * warps) if tiles else 8)
     # A pipelined streaming loop (`loop_stages` set) is as fast from 16 to 64 elements a thread:
     # run AG's five fastest column-strip tilings held 16-64 (256 x 64 at 8 warps: 64).
-    off = max(0.0, 4 - per_thread, per_thread - 6) if "loop_stages" in knobs else abs(per_thread - 4)
+    off = (
+        max(0.0, 4 - per_thread, per_thread - 6) if "loop_stages" in knobs else abs(per_thread - 4)
+    )
     return -off - 0.3 * abs(math.log2(warps) - 2) - 0.1 * abs(stages - 3)
 
 
 def _distance(a: dict, b: dict) -> float:
     """Doublings and halvings between two configurations, over the knobs both set."""
-    return sum(abs(math.log2(v / b[k])) for k, v in a.items()
-               if isinstance(b.get(k), int) and b[k] > 0 and v > 0)
+    return sum(
+        abs(math.log2(v / b[k]))
+        for k, v in a.items()
+        if isinstance(b.get(k), int) and b[k] > 0 and v > 0
+    )
 
 
 def ordered(options: list[dict], current: dict, uses_dot: bool) -> list[dict]:
@@ -265,14 +317,19 @@ def ordered(options: list[dict], current: dict, uses_dot: bool) -> list[dict]:
     a kernel without a dot every tile and warp count before any change of stages (the launch's
     stages do not reach its loops: `launch_stages_matter`). Stable: ties keep the caller's
     (seeded) order."""
+
     def key(o: dict) -> tuple[bool, float]:
-        restaged = not uses_dot and "num_stages" in o and o["num_stages"] != current.get("num_stages")
+        restaged = (
+            not uses_dot and "num_stages" in o and o["num_stages"] != current.get("num_stages")
+        )
         distance = _distance({k: v for k, v in o.items() if k != "num_stages"}, current)
         return restaged, LOCALITY * distance - prior(o, uses_dot)
+
     ranked = sorted(options, key=key)
     depth = current.get("loop_stages")
     if depth is None:
         return ranked
+
     # Moves of the loops' depth alone, of the tiles and warps alone, and of both take turns: by
     # distance alone the depths of the one or two tilings the prior favours fill a parent's share
     # of proposals (PROPOSALS_PER_MUTATOR in the search). The depth that pays depends on the tile
@@ -280,13 +337,17 @@ def ordered(options: list[dict], current: dict, uses_dot: bool) -> list[dict]:
     def move(o: dict) -> int:
         same_tiling = all(o.get(k) == current.get(k) for k in o if k != "loop_stages")
         return 0 if same_tiling else 1 if o.get("loop_stages") == depth else 2
+
     kinds = [[o for o in ranked if move(o) == m] for m in range(3)]
     return [o for turn in itertools.zip_longest(*kinds) for o in turn if o is not None]
 
 
 def _describe(knobs: dict) -> str:
-    return ", ".join(f"{k}={v}" for k, v in knobs.items() if k != "loop_stages") + \
-        (f", its loops pipelined {knobs['loop_stages']} stages deep" if "loop_stages" in knobs else "")
+    return ", ".join(f"{k}={v}" for k, v in knobs.items() if k != "loop_stages") + (
+        f", its loops pipelined {knobs['loop_stages']} stages deep"
+        if "loop_stages" in knobs
+        else ""
+    )
 
 
 def launch_stages_matter(kv) -> bool:
@@ -321,14 +382,24 @@ def repeated_steps(ctx: MutationContext, index: int, lk: LaunchKnobs, staged: bo
         for k, v in now.items():
             if before[k] == v:
                 continue
-            step = v * (v / before[k]) ** times if k not in ("num_stages", "loop_stages") else v + (v - before[k]) * times
+            step = (
+                v * (v / before[k]) ** times
+                if k not in ("num_stages", "loop_stages")
+                else v + (v - before[k]) * times
+            )
             move[k] = round(step)
         moves.append(move)
     return moves
 
 
-def walk(ctx: MutationContext, index: int, lk: LaunchKnobs, uses_dot: bool, pipelined: bool,
-         rng: random.Random | None = None) -> list[dict]:
+def walk(
+    ctx: MutationContext,
+    index: int,
+    lk: LaunchKnobs,
+    uses_dot: bool,
+    pipelined: bool,
+    rng: random.Random | None = None,
+) -> list[dict]:
     """Every configuration of one launch (`candidates`) in the order a search should try them: a
     step that paid repeated first (`repeated_steps`; the configuration of the space nearest to
     it that makes the step, other tiles kept before warps: 128 x 64 tiles at 4 warps -> 256 rows
@@ -344,8 +415,13 @@ def walk(ctx: MutationContext, index: int, lk: LaunchKnobs, uses_dot: bool, pipe
         target = current | move
         making = [o for o in options if all(o.get(k) == v for k, v in move.items())]
         if making:
-            nearest = min(making, key=lambda o: (_distance({k: v for k, v in o.items() if k in lk.static}, target),
-                                                 _distance(o, target)))
+            nearest = min(
+                making,
+                key=lambda o: (
+                    _distance({k: v for k, v in o.items() if k in lk.static}, target),
+                    _distance(o, target),
+                ),
+            )
             if nearest not in repeats:
                 repeats.append(nearest)
     return repeats + [o for o in options if o not in repeats]

@@ -38,8 +38,11 @@ def _assigned(stmt: ast.stmt) -> set[str]:
 
 def _writes_memory(node: ast.AST) -> bool:
     for n in ast.walk(node):
-        if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and (
-                n.func.attr == "store" or n.func.attr.startswith("atomic_")):
+        if (
+            isinstance(n, ast.Call)
+            and isinstance(n.func, ast.Attribute)
+            and (n.func.attr == "store" or n.func.attr.startswith("atomic_"))
+        ):
             return True
     return False
 
@@ -51,7 +54,11 @@ def remove_repeated_values(body: list[ast.stmt]) -> tuple[list[ast.stmt], int]:
     out: list[ast.stmt] = []
     removed = 0
     for stmt in body:
-        if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name):
+        if (
+            isinstance(stmt, ast.Assign)
+            and len(stmt.targets) == 1
+            and isinstance(stmt.targets[0], ast.Name)
+        ):
             name = stmt.targets[0].id
             key = _key(stmt.value, env, epoch)
             if env.get(name) == key:
@@ -64,7 +71,9 @@ def remove_repeated_values(body: list[ast.stmt]) -> tuple[list[ast.stmt], int]:
             continue
         if _writes_memory(stmt):
             epoch += 1
-        for name in _assigned(stmt):  # anything else (augmented, branches, loops) gets a fresh value
+        for name in _assigned(
+            stmt
+        ):  # anything else (augmented, branches, loops) gets a fresh value
             env[name] = f"{name}#{next(_counter)}"
         out.append(stmt)
     return out, removed
@@ -78,12 +87,24 @@ def row_loops(fn: ast.FunctionDef, constexprs: set[str], runtime: set[str]) -> l
     """Top-level `for v in range(0, N, B)` loops, N a runtime parameter, B a constexpr."""
     loops = []
     for stmt in fn.body:
-        if (isinstance(stmt, ast.For) and isinstance(stmt.target, ast.Name) and isinstance(stmt.iter, ast.Call)
-                and isinstance(stmt.iter.func, ast.Name) and stmt.iter.func.id in ("range", "tl.range")
-                and len(stmt.iter.args) == 3 and not stmt.orelse):
+        if (
+            isinstance(stmt, ast.For)
+            and isinstance(stmt.target, ast.Name)
+            and isinstance(stmt.iter, ast.Call)
+            and isinstance(stmt.iter.func, ast.Name)
+            and stmt.iter.func.id in ("range", "tl.range")
+            and len(stmt.iter.args) == 3
+            and not stmt.orelse
+        ):
             start, stop, step = stmt.iter.args
-            if (isinstance(start, ast.Constant) and start.value == 0 and isinstance(stop, ast.Name)
-                    and stop.id in runtime and isinstance(step, ast.Name) and step.id in constexprs):
+            if (
+                isinstance(start, ast.Constant)
+                and start.value == 0
+                and isinstance(stop, ast.Name)
+                and stop.id in runtime
+                and isinstance(step, ast.Name)
+                and step.id in constexprs
+            ):
                 loops.append(stmt)
     return loops
 
@@ -93,8 +114,13 @@ def deloop(body: list[ast.stmt], loops: list[ast.For]) -> list[ast.stmt]:
     out: list[ast.stmt] = []
     for stmt in body:
         if any(stmt is lp for lp in loops):
-            out.append(ast.Assign(targets=[ast.Name(id=stmt.target.id, ctx=ast.Store())], value=ast.Constant(0),  # type: ignore[attr-defined]
-                                  lineno=0))
+            out.append(
+                ast.Assign(
+                    targets=[ast.Name(id=stmt.target.id, ctx=ast.Store())],
+                    value=ast.Constant(0),  # type: ignore[attr-defined]
+                    lineno=0,
+                )
+            )
             out.extend(copy.deepcopy(stmt.body))
         else:
             out.append(copy.deepcopy(stmt))

@@ -29,8 +29,10 @@ class Edits:
         return start + len(text.encode("utf-8")[:byte_col].decode("utf-8", "ignore"))
 
     def span(self, node: ast.AST) -> tuple[int, int]:
-        return (self.offset(node.lineno, node.col_offset),  # type: ignore[attr-defined]
-                self.offset(node.end_lineno, node.end_col_offset))  # type: ignore[attr-defined]
+        return (
+            self.offset(node.lineno, node.col_offset),  # type: ignore[attr-defined]
+            self.offset(node.end_lineno, node.end_col_offset),
+        )  # type: ignore[attr-defined]
 
     def text(self, node: ast.AST) -> str:
         a, b = self.span(node)
@@ -47,7 +49,10 @@ class Edits:
         lines = self.source.splitlines()
         originals = _Originals(fn, new, lines)
         if ast.dump(new.args) == ast.dump(fn.args):
-            header = lines[(fn.decorator_list[0] if fn.decorator_list else fn).lineno - 1: fn.body[0].lineno - 1]
+            header = lines[
+                (fn.decorator_list[0] if fn.decorator_list else fn).lineno - 1 : fn.body[0].lineno
+                - 1
+            ]
             while header and header[-1].strip().startswith("#"):
                 header.pop()  # those belong to the first statement
         else:
@@ -61,21 +66,31 @@ class Edits:
         return self
 
     def _header_with_new_params(self, fn: ast.FunctionDef, new: ast.FunctionDef) -> list[str]:
-        old, added = fn.args.args, new.args.args[len(fn.args.args):]
+        old, added = fn.args.args, new.args.args[len(fn.args.args) :]
         same_prefix = [a.arg for a in new.args.args[: len(old)]] == [a.arg for a in old]
         first = fn.decorator_list[0] if fn.decorator_list else fn
         if not (same_prefix and old and added and not fn.args.kwonlyargs and not fn.args.vararg):
             indent = " " * fn.col_offset
             decos = [indent + "@" + ast.unparse(d) for d in new.decorator_list]
             return decos + [indent + f"def {new.name}({ast.unparse(new.args)}):"]
-        defaults = dict(zip([a.arg for a in new.args.args][-len(new.args.defaults):], new.args.defaults)) \
-            if new.args.defaults else {}
-        extra = ", ".join(ast.unparse(a) + (f"={ast.unparse(defaults[a.arg])}" if a.arg in defaults else "")
-                          for a in added)
+        defaults = (
+            dict(zip([a.arg for a in new.args.args][-len(new.args.defaults) :], new.args.defaults))
+            if new.args.defaults
+            else {}
+        )
+        extra = ", ".join(
+            ast.unparse(a) + (f"={ast.unparse(defaults[a.arg])}" if a.arg in defaults else "")
+            for a in added
+        )
         header_end = self.offset(fn.body[0].lineno, 0)
         last = old[-1]
         at = self.offset(last.end_lineno, last.end_col_offset)
-        text = self.source[self.offset(first.lineno, 0):at] + ", " + extra + self.source[at:header_end]
+        text = (
+            self.source[self.offset(first.lineno, 0) : at]
+            + ", "
+            + extra
+            + self.source[at:header_end]
+        )
         lines = text.rstrip("\n").splitlines()
         while lines and lines[-1].strip().startswith("#"):
             lines.pop()
@@ -142,7 +157,9 @@ class Edits:
 
     def apply(self) -> str:
         out = self.source
-        for a, b, text in sorted(self._edits + self._keyword_insertions(), key=lambda e: (e[0], e[1]), reverse=True):
+        for a, b, text in sorted(
+            self._edits + self._keyword_insertions(), key=lambda e: (e[0], e[1]), reverse=True
+        ):
             out = out[:a] + text + out[b:]
         return out
 
@@ -161,19 +178,30 @@ class _Originals:
     def __init__(self, fn: ast.FunctionDef, new: ast.FunctionDef, lines: list[str]):
         self.lines = lines
         self.texts: dict[str, list[str]] = {}
-        self.by_line: dict[int, tuple[ast.stmt, int]] = {}  # first line -> (statement, first comment line)
+        self.by_line: dict[
+            int, tuple[ast.stmt, int]
+        ] = {}  # first line -> (statement, first comment line)
         self._visit(fn.body)
         kept = {ast.dump(s) for s in ast.walk(new) if isinstance(s, ast.stmt)} & self.texts.keys()
-        self.by_line = {line: entry for line, entry in self.by_line.items() if ast.dump(entry[0]) not in kept}
+        self.by_line = {
+            line: entry for line, entry in self.by_line.items() if ast.dump(entry[0]) not in kept
+        }
 
     def _visit(self, stmts: list[ast.stmt]) -> None:
         prev_end = None
         for st in stmts:
             start = st.lineno - 1
-            while start - 1 >= 0 and (prev_end is None or start - 1 >= prev_end) and self.lines[start - 1].strip().startswith("#"):
+            while (
+                start - 1 >= 0
+                and (prev_end is None or start - 1 >= prev_end)
+                and self.lines[start - 1].strip().startswith("#")
+            ):
                 start -= 1
-            self.texts.setdefault(ast.dump(st), self.lines[start: st.end_lineno])  # type: ignore[misc]
-            if not any(isinstance(getattr(st, f, None), list) for f in ("body", "orelse", "finalbody", "handlers")):
+            self.texts.setdefault(ast.dump(st), self.lines[start : st.end_lineno])  # type: ignore[misc]
+            if not any(
+                isinstance(getattr(st, f, None), list)
+                for f in ("body", "orelse", "finalbody", "handlers")
+            ):
                 self.by_line.setdefault(st.lineno, (st, start))
             prev_end = st.end_lineno
             for field_name in ("body", "orelse", "finalbody"):
@@ -188,9 +216,15 @@ class _Originals:
         if entry is None or type(entry[0]) is not type(st):
             return [], ""
         original, start = self.by_line.pop(st.lineno)
-        last = self.lines[original.end_lineno - 1].encode("utf-8")[original.end_col_offset:].decode("utf-8", "ignore")  # type: ignore[index, operator]
+        last = (
+            self.lines[original.end_lineno - 1]
+            .encode("utf-8")[original.end_col_offset :]
+            .decode("utf-8", "ignore")
+        )  # type: ignore[index, operator]
         trailing = last.strip()
-        return self.lines[start: original.lineno - 1], ("  " + trailing if trailing.startswith("#") else "")
+        return self.lines[start : original.lineno - 1], (
+            "  " + trailing if trailing.startswith("#") else ""
+        )
 
 
 def _reindent(text: list[str], indent: int) -> list[str]:

@@ -26,11 +26,42 @@ from .dataflow import fix
 from .edits import Edits
 
 LOG2E = 1.4426950408889634
-_FLOATS = {"float32": "f32", "float64": "f64", "float16": "low", "bfloat16": "low", "fp32": "f32", "fp64": "f64",
-           "fp16": "low", "bf16": "low"}
-_ELEMENTWISE = {"maximum", "minimum", "max", "min", "sum", "exp", "exp2", "log", "log2", "sqrt", "sqrt_rn", "rsqrt",
-                "abs", "fma", "cumsum", "where", "math.exp", "math.exp2", "math.log", "math.log2", "math.sqrt",
-                "math.rsqrt", "math.fma", "math.abs"}
+_FLOATS = {
+    "float32": "f32",
+    "float64": "f64",
+    "float16": "low",
+    "bfloat16": "low",
+    "fp32": "f32",
+    "fp64": "f64",
+    "fp16": "low",
+    "bf16": "low",
+}
+_ELEMENTWISE = {
+    "maximum",
+    "minimum",
+    "max",
+    "min",
+    "sum",
+    "exp",
+    "exp2",
+    "log",
+    "log2",
+    "sqrt",
+    "sqrt_rn",
+    "rsqrt",
+    "abs",
+    "fma",
+    "cumsum",
+    "where",
+    "math.exp",
+    "math.exp2",
+    "math.log",
+    "math.log2",
+    "math.sqrt",
+    "math.rsqrt",
+    "math.fma",
+    "math.abs",
+}
 NEUTRAL = "scalar"  # a Python number, an integer, a runtime scalar: takes the tile's float type
 PENDING = "pending"  # a local not typed yet in the fixed-point iteration: neutral until it is
 
@@ -54,7 +85,9 @@ class _Types:
         self.kv = kv
         self.env: dict[str, str | None] = {p: NEUTRAL for p in kv.params}
         for _ in range(len(kv.assigns) + 1):
-            new = {name: _combine([self.of(v) for v in values]) for name, values in kv.assigns.items()}
+            new = {
+                name: _combine([self.of(v) for v in values]) for name, values in kv.assigns.items()
+            }
             if all(self.env.get(k, PENDING) == t for k, t in new.items()):
                 break
             self.env.update(new)
@@ -64,13 +97,15 @@ class _Types:
         if arg is None and len(call.args) > position:
             arg = call.args[position]
         name = self.kv.pm.aliases.canonical(arg) if arg is not None else None
-        return _FLOATS.get(name[len(TL):]) if name and name.startswith(TL) else None
+        return _FLOATS.get(name[len(TL) :]) if name and name.startswith(TL) else None
 
     def of(self, e: ast.expr) -> str | None:
         if isinstance(e, ast.Constant):
             return NEUTRAL if isinstance(e.value, (int, float)) else None
         if isinstance(e, ast.Name):
-            return self.env.get(e.id, PENDING) if e.id in self.kv.assigns or e.id in self.env else None
+            return (
+                self.env.get(e.id, PENDING) if e.id in self.kv.assigns or e.id in self.env else None
+            )
         if isinstance(e, ast.BinOp):
             return _combine([self.of(e.left), self.of(e.right)])
         if isinstance(e, ast.UnaryOp) and isinstance(e.op, (ast.USub, ast.UAdd)):
@@ -89,18 +124,23 @@ class _Types:
         name = self.kv.pm.aliases.canonical(e.func) or ""
         if isinstance(e.func, ast.Attribute) and e.func.attr == "to" and not name.startswith(TL):
             return self._dtype_arg(e, 0)  # `<tile>.to(tl.float32)`
-        name = name[len(TL):] if name.startswith(TL) else None
+        name = name[len(TL) :] if name.startswith(TL) else None
         if name in ("zeros", "full"):
             return self._dtype_arg(e, 1 if name == "zeros" else 2)
         if name in ("arange", "program_id", "num_programs", "cdiv"):
             return NEUTRAL
-        if name in _ELEMENTWISE:  # an integer axis argument is neutral; `where`'s condition is no value
+        if (
+            name in _ELEMENTWISE
+        ):  # an integer axis argument is neutral; `where`'s condition is no value
             return _combine([self.of(a) for a in (e.args[1:] if name == "where" else e.args)])
         return None
 
 
 def _is_exp(kv: KernelView, node: ast.AST) -> bool:
-    return isinstance(node, ast.Call) and kv.pm.aliases.canonical(node.func) in (f"{TL}exp", f"{TL}math.exp")
+    return isinstance(node, ast.Call) and kv.pm.aliases.canonical(node.func) in (
+        f"{TL}exp",
+        f"{TL}math.exp",
+    )
 
 
 class _ToExp2(ast.NodeTransformer):
@@ -112,8 +152,12 @@ class _ToExp2(ast.NodeTransformer):
 
     def visit_Call(self, node: ast.Call):
         self.generic_visit(node)
-        if not (_is_exp(self.kv, node) and isinstance(node.func, ast.Attribute) and len(node.args) == 1
-                and not node.keywords):
+        if not (
+            _is_exp(self.kv, node)
+            and isinstance(node.func, ast.Attribute)
+            and len(node.args) == 1
+            and not node.keywords
+        ):
             return node
         if self.types.of(node.args[0]) != "f32":
             self.skipped += 1
@@ -124,7 +168,10 @@ class _ToExp2(ast.NodeTransformer):
         return ast.Call(func=func, args=[scaled], keywords=[])
 
 
-@mutator("exp2", "exponentials as tl.exp2 of a log2(e)-scaled fp32 argument (one ex2 instruction, no fix-up)")
+@mutator(
+    "exp2",
+    "exponentials as tl.exp2 of a log2(e)-scaled fp32 argument (one ex2 instruction, no fix-up)",
+)
 def propose(ctx: MutationContext):
     kv = ctx.kernel
     if kv is None or not kv.uses("exp", "math.exp"):
@@ -134,6 +181,14 @@ def propose(ctx: MutationContext):
     if not rewrite.count:
         return
     source = Edits(ctx.source).replace_function(kv.node, fix(new_fn)).apply()
-    note = f" ({rewrite.skipped} left as tl.exp: argument not provably fp32)" if rewrite.skipped else ""
-    yield Mutation(source, "exp2", f"{rewrite.count} `tl.exp(a)` rewritten as `tl.exp2(a * log2(e))`: one flush-to-zero "
-                                   f"ex2 instruction an element instead of ex2 with its denormal fix-up{note}")
+    note = (
+        f" ({rewrite.skipped} left as tl.exp: argument not provably fp32)"
+        if rewrite.skipped
+        else ""
+    )
+    yield Mutation(
+        source,
+        "exp2",
+        f"{rewrite.count} `tl.exp(a)` rewritten as `tl.exp2(a * log2(e))`: one flush-to-zero "
+        f"ex2 instruction an element instead of ex2 with its denormal fix-up{note}",
+    )

@@ -18,10 +18,18 @@ GROUP_M = 8
 
 
 def _pid_assign(stmt: ast.stmt, axis: int) -> str | None:
-    if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name):
+    if (
+        isinstance(stmt, ast.Assign)
+        and len(stmt.targets) == 1
+        and isinstance(stmt.targets[0], ast.Name)
+    ):
         v = stmt.value
         if isinstance(v, ast.Call) and ast.unparse(v.func) == "tl.program_id":
-            arg = v.args[0] if v.args else next((k.value for k in v.keywords if k.arg == "axis"), None)
+            arg = (
+                v.args[0]
+                if v.args
+                else next((k.value for k in v.keywords if k.arg == "axis"), None)
+            )
             if isinstance(arg, ast.Constant) and arg.value == axis:
                 return stmt.targets[0].id
     return None
@@ -53,7 +61,9 @@ def propose(ctx: MutationContext):
     if kv is None or not kv.uses("dot") or any("group" in p.lower() for p in kv.params):
         return
     body = kv.node.body
-    idx = {axis: next((i for i, s in enumerate(body) if _pid_assign(s, axis)), None) for axis in (0, 1)}
+    idx = {
+        axis: next((i for i, s in enumerate(body) if _pid_assign(s, axis)), None) for axis in (0, 1)
+    }
     if idx[0] is None or idx[1] is None:
         return
     pid_m, pid_n = _pid_assign(body[idx[0]], 0), _pid_assign(body[idx[1]], 1)
@@ -70,11 +80,16 @@ def propose(ctx: MutationContext):
         f"first_pid_m = group_id * GROUP_M\n"
         f"group_size_m = min(num_pid_m - first_pid_m, GROUP_M)\n"
         f"{pid_m} = first_pid_m + pid % num_pid_in_group % group_size_m\n"
-        f"{pid_n} = pid % num_pid_in_group // group_size_m\n").body
+        f"{pid_n} = pid % num_pid_in_group // group_size_m\n"
+    ).body
     new_fn = copy.deepcopy(kv.node)
     first, second = sorted(idx.values())
-    new_fn.body = body[:first] + grouped + [s for k, s in enumerate(body) if k > first and k != second]
-    new_fn.args.args.append(ast.arg(arg="GROUP_M", annotation=ast.parse("tl.constexpr", mode="eval").body))
+    new_fn.body = (
+        body[:first] + grouped + [s for k, s in enumerate(body) if k > first and k != second]
+    )
+    new_fn.args.args.append(
+        ast.arg(arg="GROUP_M", annotation=ast.parse("tl.constexpr", mode="eval").body)
+    )
     new_fn.args.defaults.append(ast.Constant(GROUP_M))
     edits = Edits(ctx.source).replace_function(kv.node, fix(new_fn))
     for lv in ctx.entry_launches():
@@ -84,6 +99,9 @@ def propose(ctx: MutationContext):
             return
         edits.replace(node, f"({edits.text(node.elts[0])} * {edits.text(node.elts[1])},)")
         edits.add_keyword(lv.call, "GROUP_M", str(GROUP_M))
-    yield Mutation(edits.apply(), "grouped-order",
-                   f"1-D grid walked in groups of {GROUP_M} row-blocks (grouped ordering): programs in flight "
-                   "reuse A and B tiles from L2 instead of re-reading them from memory")
+    yield Mutation(
+        edits.apply(),
+        "grouped-order",
+        f"1-D grid walked in groups of {GROUP_M} row-blocks (grouped ordering): programs in flight "
+        "reuse A and B tiles from L2 instead of re-reading them from memory",
+    )

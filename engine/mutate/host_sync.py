@@ -52,15 +52,23 @@ def _device_condition(node: ast.expr, text) -> tuple[str, int] | None:
     return None
 
 
-@mutator("host-sync", "launcher checks without host syncs: merged into one `.item()`, or asserted on the GPU")
+@mutator(
+    "host-sync",
+    "launcher checks without host syncs: merged into one `.item()`, or asserted on the GPU",
+)
 def propose(ctx: MutationContext):
     entry, torch_name = ctx.entry_function(), ctx.torch_name()
     if entry is None or torch_name is None:
         return
     checks = []
     for stmt in entry.body:
-        if (isinstance(stmt, ast.If) and not stmt.orelse and len(stmt.body) == 1
-                and isinstance(stmt.body[0], ast.Raise) and stmt.body[0].exc is not None):
+        if (
+            isinstance(stmt, ast.If)
+            and not stmt.orelse
+            and len(stmt.body) == 1
+            and isinstance(stmt.body[0], ast.Raise)
+            and stmt.body[0].exc is not None
+        ):
             cond = _device_condition(stmt.test, ctx.module.text)
             if cond is not None:
                 checks.append((stmt, cond))
@@ -72,19 +80,31 @@ def propose(ctx: MutationContext):
         merged = Edits(ctx.source)
         for stmt, (expr, _) in multi:
             merged.replace(stmt.test, f"{expr}.item()")
-        yield Mutation(merged.apply(), "host-sync",
-                       f"launcher: {sum(c[1] for _, c in multi)} `.item()` host syncs become {len(multi)} (each "
-                       f"check's condition is combined on the GPU first); the same exception at the same point")
+        yield Mutation(
+            merged.apply(),
+            "host-sync",
+            f"launcher: {sum(c[1] for _, c in multi)} `.item()` host syncs become {len(multi)} (each "
+            f"check's condition is combined on the GPU first); the same exception at the same point",
+        )
     asserted = Edits(ctx.source)
     for stmt, (expr, _) in checks:
         exc = stmt.body[0].exc  # type: ignore[attr-defined]
-        msg = exc.args[0] if isinstance(exc, ast.Call) and exc.args and isinstance(exc.args[0], ast.Constant) \
-            and isinstance(exc.args[0].value, str) else None
+        msg = (
+            exc.args[0]
+            if isinstance(exc, ast.Call)
+            and exc.args
+            and isinstance(exc.args[0], ast.Constant)
+            and isinstance(exc.args[0].value, str)
+            else None
+        )
         name = ctx.module.text(exc.func) if isinstance(exc, ast.Call) else ctx.module.text(exc)
         text = f"{name}: {msg.value}" if msg is not None else name
         asserted.replace(stmt, f"{torch_name}._assert_async(~{expr}, {text!r})")
-    yield Mutation(asserted.apply(), "host-sync",
-                   f"launcher: the check runs on the GPU (`{torch_name}._assert_async`) instead of {syncs} "
-                   f"`.item()` host sync{'s' if syncs > 1 else ''}. A failing check still stops the program, but "
-                   f"as a device-side assertion at the next synchronisation (as PyTorch's CUDA cross_entropy "
-                   f"reports a bad target), not as this call's exception")
+    yield Mutation(
+        asserted.apply(),
+        "host-sync",
+        f"launcher: the check runs on the GPU (`{torch_name}._assert_async`) instead of {syncs} "
+        f"`.item()` host sync{'s' if syncs > 1 else ''}. A failing check still stops the program, but "
+        f"as a device-side assertion at the next synchronisation (as PyTorch's CUDA cross_entropy "
+        f"reports a bad target), not as this call's exception",
+    )

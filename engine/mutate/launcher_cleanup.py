@@ -20,7 +20,11 @@ def _at(node: ast.AST, finding) -> bool:
 def propose(ctx: MutationContext):
     if ctx.kernel is None:
         return
-    findings = [f for f in check_module(ctx.module, select=["KB106", "KB107"]) if f.kernel == ctx.task.kernel]
+    findings = [
+        f
+        for f in check_module(ctx.module, select=["KB106", "KB107"])
+        if f.kernel == ctx.task.kernel
+    ]
     if not findings:
         return
     edits = Edits(ctx.source)

@@ -45,7 +45,9 @@ def pipelined_depth(ctx: MutationContext) -> int | None:
     literal `num_stages`: the knob `config` tunes. None where a loop is unpipelined or asks for a
     name (an autotuned `LOOP_STAGES`)."""
     asked = [_asked(loop) for loop in streaming_loops(ctx)]
-    depths = {a.value if isinstance(a, ast.Constant) and isinstance(a.value, int) else None for a in asked}
+    depths = {
+        a.value if isinstance(a, ast.Constant) and isinstance(a.value, int) else None for a in asked
+    }
     return depths.pop() if len(depths) == 1 and None not in depths else None
 
 
@@ -67,7 +69,10 @@ def propose(ctx: MutationContext):
         return  # pipelined already: `config` retunes the depth with the tiles
     lines = ", ".join(str(loop.lineno) for loop in loops)
     for stages in STAGES:
-        yield Mutation(set_depth(Edits(ctx.source), loops, str(stages)).apply(), "loop-stages",
-                       f"the loop{'s' if len(loops) > 1 else ''} at line{'s' if len(loops) > 1 else ''} {lines} "
-                       f"software-pipelined {stages} stages deep (`tl.range(..., num_stages={stages})`: loads "
-                       f"issued {stages - 1} iteration{'s' if stages > 2 else ''} ahead)")
+        yield Mutation(
+            set_depth(Edits(ctx.source), loops, str(stages)).apply(),
+            "loop-stages",
+            f"the loop{'s' if len(loops) > 1 else ''} at line{'s' if len(loops) > 1 else ''} {lines} "
+            f"software-pipelined {stages} stages deep (`tl.range(..., num_stages={stages})`: loads "
+            f"issued {stages - 1} iteration{'s' if stages > 2 else ''} ahead)",
+        )

@@ -52,26 +52,42 @@ def _block_count(site: SplitReduction, block: str) -> str | None:
         if found is None:
             return None
         size = found[1]
-        if not (isinstance(size, ast.Call) and isinstance(size.func, ast.Attribute) and size.func.attr == "cdiv"
-                and len(size.args) == 2 and not size.keywords):
+        if not (
+            isinstance(size, ast.Call)
+            and isinstance(size.func, ast.Attribute)
+            and size.func.attr == "cdiv"
+            and len(size.args) == 2
+            and not size.keywords
+        ):
             return None
         total, step = size.args
         passed = lv.args.get(block)
-        if passed is None or ast.unparse(lv.resolve(passed) or passed) != ast.unparse(lv.resolve(step) or step):
+        if passed is None or ast.unparse(lv.resolve(passed) or passed) != ast.unparse(
+            lv.resolve(step) or step
+        ):
             return None
-        names = [p for p in params if p in lv.args and ast.unparse(lv.args[p]) == ast.unparse(total)]
+        names = [
+            p for p in params if p in lv.args and ast.unparse(lv.args[p]) == ast.unparse(total)
+        ]
         if len(names) != 1:
             return None
         counts.add(f"tl.cdiv({names[0]}, {block})")
     return counts.pop() if len(counts) == 1 else None
 
 
-@mutator("own-columns", "each program reduces a whole grid axis and stores its slice: no atomics, no zero-fill")
+@mutator(
+    "own-columns",
+    "each program reduces a whole grid axis and stores its slice: no atomics, no zero-fill",
+)
 def propose(ctx: MutationContext):
     for site in split_reductions(ctx):
         block = _block_size(site)
         count = _block_count(site, block) if block else None
-        if count is None or any(k.arg not in ("val", "mask") for k in site.atomic.keywords) or len(site.atomic.args) > 3:
+        if (
+            count is None
+            or any(k.arg not in ("val", "mask") for k in site.atomic.keywords)
+            or len(site.atomic.args) > 3
+        ):
             continue
         yield _rewrite(ctx, site, count)
         return
@@ -94,17 +110,30 @@ def _rewrite(ctx: MutationContext, site: SplitReduction, count: str) -> Mutation
     atomic = site.atomic
     ptr, val = atomic.args[0], kwarg(atomic, "val", 1)
     mask = kwarg(atomic, "mask", 2)
-    store = ast.parse(f"tl.store({ast.unparse(ptr)}, {ast.unparse(val)}"
-                      + (f", mask={ast.unparse(mask)})" if mask is not None else ")")).body[0]
-    after = [store if isinstance(s, ast.Expr) and s.value is atomic else s for s in body[site.r_idx + 1:]]
+    store = ast.parse(
+        f"tl.store({ast.unparse(ptr)}, {ast.unparse(val)}"
+        + (f", mask={ast.unparse(mask)})" if mask is not None else ")")
+    ).body[0]
+    after = [
+        store if isinstance(s, ast.Expr) and s.value is atomic else s
+        for s in body[site.r_idx + 1 :]
+    ]
     new_fn = copy.deepcopy(kv.node)
-    new_fn.body = (body[:site.p_idx] + [first[0]] + copy.deepcopy(site.middle) + [first[1], loop, site.sum_of(acc)]
-                   + [copy.deepcopy(s) for s in after])
+    new_fn.body = (
+        body[: site.p_idx]
+        + [first[0]]
+        + copy.deepcopy(site.middle)
+        + [first[1], loop, site.sum_of(acc)]
+        + [copy.deepcopy(s) for s in after]
+    )
     fn = fix(new_fn)
     edits = Edits(ctx.source).replace_function(kv.node, fn)
     for lv in site.launches:
         edits.replace(grid_axis(lv, site.axis)[1], "1")  # type: ignore[index]
-    return Mutation(edits.apply(), "own-columns",
-                    f"each program loops over all blocks along grid axis {site.axis} ({count}) and stores its "
-                    f"reduced slice instead of adding a partial atomically: one program per output slice, no "
-                    f"atomic updates, and an output the kernel fully writes (its zero-fill becomes redundant)")
+    return Mutation(
+        edits.apply(),
+        "own-columns",
+        f"each program loops over all blocks along grid axis {site.axis} ({count}) and stores its "
+        f"reduced slice instead of adding a partial atomically: one program per output slice, no "
+        f"atomic updates, and an output the kernel fully writes (its zero-fill becomes redundant)",
+    )

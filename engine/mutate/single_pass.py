@@ -24,7 +24,9 @@ MAX_ROW = 32768
 
 def _launch_statement(launcher: ast.FunctionDef, call: ast.Call) -> ast.stmt | None:
     for stmt in ast.walk(launcher):
-        if isinstance(stmt, ast.stmt) and not isinstance(stmt, (ast.FunctionDef, ast.If, ast.For, ast.While, ast.With)):
+        if isinstance(stmt, ast.stmt) and not isinstance(
+            stmt, (ast.FunctionDef, ast.If, ast.For, ast.While, ast.With)
+        ):
             if any(n is call for n in ast.walk(stmt)):
                 return stmt
     return None
@@ -41,7 +43,7 @@ def propose(ctx: MutationContext):
     keys = {(ast.unparse(lp.iter.args[1]), ast.unparse(lp.iter.args[2])) for lp in loops}
     if len(loops) < 2 or len(keys) != 1:
         return  # needs several passes over the same row, chunked by one constexpr block
-    (n_param, block_param), = keys
+    ((n_param, block_param),) = keys
     launches = [lv for lv in ctx.entry_launches() if n_param in lv.args and lv.launcher is not None]
     if not launches:
         return
@@ -49,9 +51,21 @@ def propose(ctx: MutationContext):
     if removed == 0:
         return  # nothing was read twice: no pass saved
     new_fn = copy.deepcopy(kv.node)
-    new_fn.body = [ast.If(test=ast.Name(id="ONE_PASS", ctx=ast.Load()), body=fused, orelse=copy.deepcopy(kv.node.body))]
-    new_fn.args.args.append(ast.arg(arg="ONE_PASS", annotation=ast.Attribute(value=ast.Name(id="tl", ctx=ast.Load()),
-                                                                        attr="constexpr", ctx=ast.Load())))
+    new_fn.body = [
+        ast.If(
+            test=ast.Name(id="ONE_PASS", ctx=ast.Load()),
+            body=fused,
+            orelse=copy.deepcopy(kv.node.body),
+        )
+    ]
+    new_fn.args.args.append(
+        ast.arg(
+            arg="ONE_PASS",
+            annotation=ast.Attribute(
+                value=ast.Name(id="tl", ctx=ast.Load()), attr="constexpr", ctx=ast.Load()
+            ),
+        )
+    )
     new_fn.args.defaults.append(ast.Constant(False))  # other callers keep the looping kernel
     edits = Edits(ctx.source)
     edits.replace_function(kv.node, fix(new_fn))
@@ -67,11 +81,19 @@ def propose(ctx: MutationContext):
             return
         warps = lv.options.get("num_warps")
         fallback_warps = edits.text(warps) if warps is not None else "4"
-        edits.insert_before(stmt, f"{block} = triton.next_power_of_2({edits.text(lv.args[n_param])})\n"
-                                  f"{one} = {block} <= {MAX_ROW}  # the whole row fits in registers")
+        edits.insert_before(
+            stmt,
+            f"{block} = triton.next_power_of_2({edits.text(lv.args[n_param])})\n"
+            f"{one} = {block} <= {MAX_ROW}  # the whole row fits in registers",
+        )
         edits.replace(lv.args[block_param], f"{block} if {one} else {original_block}")
         edits.add_keyword(lv.call, "ONE_PASS", one)
-        edits.add_keyword(lv.call, "num_warps", f"min(16, max(4, {block} // 256)) if {one} else {fallback_warps}")
-    yield Mutation(edits.apply(), "single-pass",
-                   f"rows up to {MAX_ROW} elements are read once and kept in registers ({len(loops)} passes over "
-                   f"`{n_param}` became one; {removed} repeated load{'s' if removed != 1 else ''} removed); longer rows keep the looping kernel")
+        edits.add_keyword(
+            lv.call, "num_warps", f"min(16, max(4, {block} // 256)) if {one} else {fallback_warps}"
+        )
+    yield Mutation(
+        edits.apply(),
+        "single-pass",
+        f"rows up to {MAX_ROW} elements are read once and kept in registers ({len(loops)} passes over "
+        f"`{n_param}` became one; {removed} repeated load{'s' if removed != 1 else ''} removed); longer rows keep the looping kernel",
+    )

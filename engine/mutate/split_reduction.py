@@ -46,15 +46,24 @@ class SplitReduction:
 
 
 def _pid_assign(stmt: ast.stmt, pm) -> tuple[str, ast.Call] | None:
-    if (isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name)
-            and isinstance(stmt.value, ast.Call) and tl_name(pm, stmt.value) == "program_id"):
+    if (
+        isinstance(stmt, ast.Assign)
+        and len(stmt.targets) == 1
+        and isinstance(stmt.targets[0], ast.Name)
+        and isinstance(stmt.value, ast.Call)
+        and tl_name(pm, stmt.value) == "program_id"
+    ):
         return stmt.targets[0].id, stmt.value
     return None
 
 
 def _zero_when_masked(expr: ast.expr, kv) -> bool:
     """`X.to(tl.float32)` where X is (or is assigned once from) a load with `other=0`."""
-    if not (method_call(expr, "to") and expr.args and ast.unparse(expr.args[0]) in ("tl.float32", "float32")):
+    if not (
+        method_call(expr, "to")
+        and expr.args
+        and ast.unparse(expr.args[0]) in ("tl.float32", "float32")
+    ):
         return False
     inner = expr.func.value  # type: ignore[attr-defined]
     if isinstance(inner, ast.Name):
@@ -65,12 +74,18 @@ def _zero_when_masked(expr: ast.expr, kv) -> bool:
     if not (isinstance(inner, ast.Call) and tl_name(kv.pm, inner) == "load"):
         return False
     other = kwarg(inner, "other", 2)
-    return isinstance(other, ast.Constant) and other.value == 0 and not isinstance(other.value, bool)
+    return (
+        isinstance(other, ast.Constant) and other.value == 0 and not isinstance(other.value, bool)
+    )
 
 
 def _written(stmt: ast.stmt) -> bool:
-    return any(isinstance(c, ast.Call) and isinstance(c.func, ast.Attribute)
-               and (c.func.attr == "store" or c.func.attr.startswith("atomic_")) for c in ast.walk(stmt))
+    return any(
+        isinstance(c, ast.Call)
+        and isinstance(c.func, ast.Attribute)
+        and (c.func.attr == "store" or c.func.attr.startswith("atomic_"))
+        for c in ast.walk(stmt)
+    )
 
 
 def split_reductions(ctx: MutationContext) -> Iterator[SplitReduction]:
@@ -78,24 +93,44 @@ def split_reductions(ctx: MutationContext) -> Iterator[SplitReduction]:
     kv = ctx.kernel
     if kv is None or kv.kernel.autotuned:
         return
-    atomics = [c for c in kv.nodes if isinstance(c, ast.Call) and isinstance(c.func, ast.Attribute)
-               and c.func.attr.startswith("atomic_")]
+    atomics = [
+        c
+        for c in kv.nodes
+        if isinstance(c, ast.Call)
+        and isinstance(c.func, ast.Attribute)
+        and c.func.attr.startswith("atomic_")
+    ]
     body = kv.node.body
     if len(atomics) != 1 or atomics[0].func.attr != "atomic_add":  # type: ignore[attr-defined]
         return
     call = atomics[0]
-    a_idx = next((i for i, s in enumerate(body) if isinstance(s, ast.Expr) and s.value is call), None)
+    a_idx = next(
+        (i for i, s in enumerate(body) if isinstance(s, ast.Expr) and s.value is call), None
+    )
     value = kwarg(call, "val", 1)
     if a_idx is None or not isinstance(value, ast.Name) or len(kv.assigns.get(value.id, [])) != 1:
         return
     partial = value.id
-    r_idx = next((i for i, s in enumerate(body[:a_idx]) if isinstance(s, ast.Assign)
-                  and len(s.targets) == 1 and isinstance(s.targets[0], ast.Name) and s.targets[0].id == partial), None)
+    r_idx = next(
+        (
+            i
+            for i, s in enumerate(body[:a_idx])
+            if isinstance(s, ast.Assign)
+            and len(s.targets) == 1
+            and isinstance(s.targets[0], ast.Name)
+            and s.targets[0].id == partial
+        ),
+        None,
+    )
     if r_idx is None:
         return
     reduce_call = body[r_idx].value  # type: ignore[attr-defined]
-    if not (isinstance(reduce_call, ast.Call) and tl_name(kv.pm, reduce_call) == "sum" and reduce_call.args
-            and _zero_when_masked(reduce_call.args[0], kv)):
+    if not (
+        isinstance(reduce_call, ast.Call)
+        and tl_name(kv.pm, reduce_call) == "sum"
+        and reduce_call.args
+        and _zero_when_masked(reduce_call.args[0], kv)
+    ):
         return
     launches = [lv for lv in ctx.entry_launches() if lv.launcher is not None]
     if not launches or "import triton" not in ctx.source:
@@ -105,22 +140,40 @@ def split_reductions(ctx: MutationContext) -> Iterator[SplitReduction]:
         if found is None:
             continue
         pid, pid_call = found
-        axis = pid_call.args[0] if pid_call.args else next((k.value for k in pid_call.keywords if k.arg == "axis"), None)
+        axis = (
+            pid_call.args[0]
+            if pid_call.args
+            else next((k.value for k in pid_call.keywords if k.arg == "axis"), None)
+        )
         if not isinstance(axis, ast.Constant) or not isinstance(axis.value, int):
             continue
-        on_pid = (lambda n, pid=pid: type(n) is ast.Name and n.id == pid)
+
+        def on_pid(n, pid=pid):
+            return type(n) is ast.Name and n.id == pid
+
         key = f"name:{pid}"
-        address = [a for i, a in enumerate(call.args) if i != 1] + [k.value for k in call.keywords if k.arg != "val"]
+        address = [a for i, a in enumerate(call.args) if i != 1] + [
+            k.value for k in call.keywords if k.arg != "val"
+        ]
         if any(kv.reaches(a, key, on_pid) for a in address):
             continue  # programs along this axis update different addresses: nothing to combine
-        middle = body[p_idx + 1:r_idx]
-        if any(isinstance(s, (ast.For, ast.While, ast.If, ast.With, ast.Return)) or _written(s) for s in middle):
+        middle = body[p_idx + 1 : r_idx]
+        if any(
+            isinstance(s, (ast.For, ast.While, ast.If, ast.With, ast.Return)) or _written(s)
+            for s in middle
+        ):
             continue
-        after = body[r_idx + 1:]
-        if any(kv.reaches(n, key, on_pid) for s in after for n in ast.walk(s)
-               if type(n) is ast.Name and n.id != partial):
+        after = body[r_idx + 1 :]
+        if any(
+            kv.reaches(n, key, on_pid)
+            for s in after
+            for n in ast.walk(s)
+            if type(n) is ast.Name and n.id != partial
+        ):
             continue
-        yield SplitReduction(kv, body, call, p_idx, r_idx, pid, pid_call, axis.value, middle, launches)
+        yield SplitReduction(
+            kv, body, call, p_idx, r_idx, pid, pid_call, axis.value, middle, launches
+        )
 
 
 def grid_axis(lv: LaunchView, axis: int) -> tuple[ast.Tuple, ast.expr] | None:

@@ -20,18 +20,30 @@ class RooflinePlace(msgspec.Struct):
 def classify(case: CaseBench, ceilings: Ceilings) -> RooflinePlace:
     us = case.median_ms * 1000
     if us < LATENCY_BOUND_US:
-        return RooflinePlace(case.label, "latency", case.gbps / ceilings.copy_gbps,
-                             f"latency-bound: {us:.1f} us per call, too short to reach bandwidth "
-                             f"({case.gbps:.0f} GB/s = {case.gbps / ceilings.copy_gbps:.0%} of copy)")
+        return RooflinePlace(
+            case.label,
+            "latency",
+            case.gbps / ceilings.copy_gbps,
+            f"latency-bound: {us:.1f} us per call, too short to reach bandwidth "
+            f"({case.gbps:.0f} GB/s = {case.gbps / ceilings.copy_gbps:.0%} of copy)",
+        )
     if case.bound == "compute" and case.tflops is not None:
         frac = case.tflops / ceilings.bf16_tflops
-        return RooflinePlace(case.label, "compute", frac,
-                             f"compute-bound at {frac:.0%} of the {ceilings.bf16_tflops:.0f} TFLOP/s matmul rate "
-                             f"({case.tflops:.0f} TFLOP/s)")
+        return RooflinePlace(
+            case.label,
+            "compute",
+            frac,
+            f"compute-bound at {frac:.0%} of the {ceilings.bf16_tflops:.0f} TFLOP/s matmul rate "
+            f"({case.tflops:.0f} TFLOP/s)",
+        )
     frac = case.gbps / ceilings.copy_gbps
-    return RooflinePlace(case.label, "memory", frac,
-                         f"memory-bound at {frac:.0%} of the {ceilings.copy_gbps:.0f} GB/s copy bandwidth "
-                         f"({case.gbps:.0f} GB/s)")
+    return RooflinePlace(
+        case.label,
+        "memory",
+        frac,
+        f"memory-bound at {frac:.0%} of the {ceilings.copy_gbps:.0f} GB/s copy bandwidth "
+        f"({case.gbps:.0f} GB/s)",
+    )
 
 
 def measured_findings(places: list[RooflinePlace]) -> list[tuple[str, str, str]]:
@@ -40,11 +52,29 @@ def measured_findings(places: list[RooflinePlace]) -> list[tuple[str, str, str]]
     out = []
     for p in places:
         if p.bound == "memory" and p.fraction < 0.6:
-            out.append(("KB301", "warning", f"{p.label}: {p.summary}; a well-written streaming kernel reaches ~90%."))
+            out.append(
+                (
+                    "KB301",
+                    "warning",
+                    f"{p.label}: {p.summary}; a well-written streaming kernel reaches ~90%.",
+                )
+            )
         elif p.bound == "compute" and p.fraction < 0.5:
-            out.append(("KB302", "warning", f"{p.label}: {p.summary}; a tuned Triton matmul reaches ~0.9x cuBLAS."))
+            out.append(
+                (
+                    "KB302",
+                    "warning",
+                    f"{p.label}: {p.summary}; a tuned Triton matmul reaches ~0.9x cuBLAS.",
+                )
+            )
         elif p.bound == "latency":
-            out.append(("KB303", "information", f"{p.label}: {p.summary}; fuse it with neighbours or batch calls."))
+            out.append(
+                (
+                    "KB303",
+                    "information",
+                    f"{p.label}: {p.summary}; fuse it with neighbours or batch calls.",
+                )
+            )
     return out
 
 
@@ -52,7 +82,9 @@ def places_from_result(result) -> list[RooflinePlace]:
     """Roofline places of a measured search's baseline (the kernel as the user has it)."""
     if not result.measured or not result.ceilings:
         return []
-    ce = Ceilings("device", result.ceilings.get("copy_gbps", 0.0), result.ceilings.get("bf16_tflops", 0.0))
+    ce = Ceilings(
+        "device", result.ceilings.get("copy_gbps", 0.0), result.ceilings.get("bf16_tflops", 0.0)
+    )
     if not ce.copy_gbps:
         return []
     ridge = ce.bf16_tflops * 1e3 / ce.copy_gbps  # FLOP per byte where the two roofs meet
@@ -65,6 +97,8 @@ def places_from_result(result) -> list[RooflinePlace]:
         gbps = nbytes / base.time_us / 1e3
         tflops = flops / base.time_us / 1e6 if flops else None
         bound = "compute" if flops and flops / nbytes > ridge / 4 else "memory"
-        case = CaseBench(base.label, base.time_us / 1000, 0.0, nbytes, flops, gbps, tflops, None, bound, False)
+        case = CaseBench(
+            base.label, base.time_us / 1000, 0.0, nbytes, flops, gbps, tflops, None, bound, False
+        )
         out.append(classify(case, ce))
     return out

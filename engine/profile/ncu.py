@@ -31,9 +31,25 @@ BASE_METRICS = {
     "smsp__sass_inst_executed_op_local_ld.sum": "local_loads",
     "smsp__sass_inst_executed_op_local_st.sum": "local_stores",
 }
-STALLS = ["long_scoreboard", "short_scoreboard", "wait", "math_pipe_throttle", "mio_throttle", "lg_throttle",
-          "barrier", "not_selected", "no_instruction", "dispatch_stall", "drain", "membar", "branch_resolving",
-          "tex_throttle", "imc_miss", "selected", "sleeping"]
+STALLS = [
+    "long_scoreboard",
+    "short_scoreboard",
+    "wait",
+    "math_pipe_throttle",
+    "mio_throttle",
+    "lg_throttle",
+    "barrier",
+    "not_selected",
+    "no_instruction",
+    "dispatch_stall",
+    "drain",
+    "membar",
+    "branch_resolving",
+    "tex_throttle",
+    "imc_miss",
+    "selected",
+    "sleeping",
+]
 STALL_METRIC = "smsp__average_warps_issue_stalled_{}_per_issue_active.ratio"
 
 
@@ -60,7 +76,9 @@ def find_ncu() -> str | None:
     found = shutil.which("ncu")
     if found:
         return found
-    candidates = sorted(glob.glob("/opt/nvidia/nsight-compute/*/ncu") + glob.glob("/usr/local/cuda*/bin/ncu"))
+    candidates = sorted(
+        glob.glob("/opt/nvidia/nsight-compute/*/ncu") + glob.glob("/usr/local/cuda*/bin/ncu")
+    )
     return candidates[-1] if candidates else None
 
 
@@ -82,30 +100,70 @@ def parse_csv(text: str) -> list[NcuKernel]:
     for row in data:
         if len(row) != len(header):
             continue
-        vals = {key: _num(row[col[metric]]) if metric in col else None for metric, key in BASE_METRICS.items()}
-        stalls = [(r, _num(row[col[STALL_METRIC.format(r)]]) or 0.0) for r in STALLS if STALL_METRIC.format(r) in col]
+        vals = {
+            key: _num(row[col[metric]]) if metric in col else None
+            for metric, key in BASE_METRICS.items()
+        }
+        stalls = [
+            (r, _num(row[col[STALL_METRIC.format(r)]]) or 0.0)
+            for r in STALLS
+            if STALL_METRIC.format(r) in col
+        ]
         stalls = sorted([s for s in stalls if s[0] != "selected"], key=lambda s: -s[1])[:3]
         name = row[col["Kernel Name"]] if "Kernel Name" in col else "?"
-        out.append(NcuKernel(name, (vals["duration_ns"] or 0) / 1000, vals["compute_sol_pct"], vals["memory_sol_pct"],
-                             vals["dram_pct"], vals["achieved_occupancy_pct"],
-                             int(vals["registers"]) if vals["registers"] is not None else None,
-                             int(vals["local_loads"]) if vals["local_loads"] is not None else None,
-                             int(vals["local_stores"]) if vals["local_stores"] is not None else None, stalls))
+        out.append(
+            NcuKernel(
+                name,
+                (vals["duration_ns"] or 0) / 1000,
+                vals["compute_sol_pct"],
+                vals["memory_sol_pct"],
+                vals["dram_pct"],
+                vals["achieved_occupancy_pct"],
+                int(vals["registers"]) if vals["registers"] is not None else None,
+                int(vals["local_loads"]) if vals["local_loads"] is not None else None,
+                int(vals["local_stores"]) if vals["local_stores"] is not None else None,
+                stalls,
+            )
+        )
     return out
 
 
-def ncu_report(task: Task, case: int = 0, candidate: str | None = None, timeout_s: float = 300.0) -> NcuReport:
+def ncu_report(
+    task: Task, case: int = 0, candidate: str | None = None, timeout_s: float = 300.0
+) -> NcuReport:
     ncu = find_ncu()
     if ncu is None:
-        return NcuReport(False, "Nsight Compute (ncu) is not installed: no speed-of-light or stall data")
+        return NcuReport(
+            False, "Nsight Compute (ncu) is not installed: no speed-of-light or stall data"
+        )
     metrics = list(BASE_METRICS) + [STALL_METRIC.format(r) for r in STALLS]
     with tempfile.TemporaryDirectory() as d:
         task_json = os.path.join(d, "task.json")
         with open(task_json, "wb") as f:
             f.write(msgspec.json.encode(task))
-        cmd = [ncu, "--clock-control", "none", "--target-processes", "all", "--kernel-name", f"regex:^{task.kernel}",
-               "--launch-skip", "1", "--launch-count", "1", "--csv", "--page", "raw", "--metrics", ",".join(metrics),
-               sys.executable, "-m", "kernelbrain.engine.profile.ncu_target", task_json, str(case)]
+        cmd = [
+            ncu,
+            "--clock-control",
+            "none",
+            "--target-processes",
+            "all",
+            "--kernel-name",
+            f"regex:^{task.kernel}",
+            "--launch-skip",
+            "1",
+            "--launch-count",
+            "1",
+            "--csv",
+            "--page",
+            "raw",
+            "--metrics",
+            ",".join(metrics),
+            sys.executable,
+            "-m",
+            "kernelbrain.engine.profile.ncu_target",
+            task_json,
+            str(case),
+        ]
         if candidate is not None:
             cand = os.path.join(d, "candidate.py")
             with open(cand, "w") as f:

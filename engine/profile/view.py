@@ -10,8 +10,7 @@ from __future__ import annotations
 
 import threading
 
-import msgspec
-
+from ..api.compiled_view import CompiledView, CompiledViewRequest, CompiledViewResult
 from ..evaluate import messages as m
 from ..evaluate.pool import WorkerDied, WorkerPool
 from ..findings import Finding
@@ -19,7 +18,6 @@ from ..index import parse_module
 from ..index.builder import source_hash
 from ..rules.analysis import kernel_views, launch_views
 from ..task import TaskError, find_task
-from ..api.compiled_view import CompiledView, CompiledViewRequest, CompiledViewResult
 from .compiled_rules import compiled_findings, tensor_core_finding
 
 COMPILE_TIMEOUT_S = 300.0
@@ -33,7 +31,9 @@ def _static_records(source: str, path: str, kernel: str) -> tuple[list[m.LaunchR
     if kv is None:
         return [], f"kernel {kernel} not found"
     pointers = set()
-    for c in kv.tl_calls("load", "store", "atomic_add", "atomic_max", "atomic_min", "atomic_xchg", "atomic_cas"):
+    for c in kv.tl_calls(
+        "load", "store", "atomic_add", "atomic_max", "atomic_min", "atomic_xchg", "atomic_cas"
+    ):
         pointers |= kv.pointer_params_of(c)
     records = []
     for lv in launch_views(pm, views):
@@ -49,20 +49,32 @@ def _static_records(source: str, path: str, kernel: str) -> tuple[list[m.LaunchR
                     except ValueError:
                         value = None
                 if value is None:
-                    return [], f"`{p.name}` is not a literal at the launch site (give the kernel a harness)"
+                    return (
+                        [],
+                        f"`{p.name}` is not a literal at the launch site (give the kernel a harness)",
+                    )
                 args.append(m.ArgSpec(p.name, "constexpr", value=value))
             elif p.name in pointers:
                 args.append(m.ArgSpec(p.name, "ptr", dtype="fp32"))
             else:
                 args.append(m.ArgSpec(p.name, "int", dtype="i32", value=1024))
-        records.append(m.LaunchRecord(kernel, (1,), args, lv.num_warps() or 4,
-                                      lv.const_int(lv.options.get("num_stages")) or 3))
+        records.append(
+            m.LaunchRecord(
+                kernel,
+                (1,),
+                args,
+                lv.num_warps() or 4,
+                lv.const_int(lv.options.get("num_stages")) or 3,
+            )
+        )
     if not records:
         return [], "no launch site in this file (give the kernel a harness)"
     return records, "assumed fp32 pointers, 16-byte aligned, integers divisible by 16"
 
 
-def _harness_records(path: str, source: str, kernel: str, pool: WorkerPool) -> list[m.LaunchRecord] | None:
+def _harness_records(
+    path: str, source: str, kernel: str, pool: WorkerPool
+) -> list[m.LaunchRecord] | None:
     try:
         task = find_task(path, kernel)
     except TaskError:
@@ -121,14 +133,19 @@ class CompiledViewService:
         kernel = pm.index.kernel(name)
         if not records or kernel is None:
             return CompiledView(name, [], [], [], origin, note)
-        result = self.pool.call("compile:0", m.Compile(req.source, req.file, records, req.arch, True, req.maxnreg),
-                                COMPILE_TIMEOUT_S)
+        result = self.pool.call(
+            "compile:0",
+            m.Compile(req.source, req.file, records, req.arch, True, req.maxnreg),
+            COMPILE_TIMEOUT_S,
+        )
         facts = result.facts if isinstance(result, m.CompileResult) else []
         uses_dot = "tl.dot(" in req.source
         findings: list[Finding] = []
         for rec, f in zip(records, facts):
             items = compiled_findings(rec, f, f"sm_{req.arch}")
-            tc = tensor_core_finding(uses_dot and _kernel_uses_dot(pm, name), f, rec, f"sm_{req.arch}")
+            tc = tensor_core_finding(
+                uses_dot and _kernel_uses_dot(pm, name), f, rec, f"sm_{req.arch}"
+            )
             if tc:
                 items.append(tc)
             for code, severity, message in items:

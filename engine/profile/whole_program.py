@@ -55,15 +55,31 @@ def workspace_kernels(root: Path) -> dict[str, tuple[str, int]]:
     return out
 
 
-def run_profile(script: Path, args: list[str], root: Path, timeout_s: float = 1800.0) -> ProfileResult:
+def run_profile(
+    script: Path, args: list[str], root: Path, timeout_s: float = 1800.0
+) -> ProfileResult:
     with tempfile.TemporaryDirectory() as d:
         out = Path(d) / "rows.json"
         # The script's own output goes to stderr: stdout belongs to `kernelbrain profile --json`
         # (on an H200 an inherited stdout made that JSON unreadable).
-        proc = subprocess.run([sys.executable, "-m", "kernelbrain.engine.profile.torch_profile", "--out", str(out),
-                               str(script), *args], cwd=script.parent, timeout=timeout_s, stdout=sys.stderr)
+        proc = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "kernelbrain.engine.profile.torch_profile",
+                "--out",
+                str(out),
+                str(script),
+                *args,
+            ],
+            cwd=script.parent,
+            timeout=timeout_s,
+            stdout=sys.stderr,
+        )
         if proc.returncode != 0 or not out.exists():
-            raise RuntimeError(f"the script failed under the profiler (exit status {proc.returncode})")
+            raise RuntimeError(
+                f"the script failed under the profiler (exit status {proc.returncode})"
+            )
         rows = json.loads(out.read_text())
     return rank(str(script), rows, workspace_kernels(root))
 
@@ -76,7 +92,18 @@ def rank(script: str, rows: list[dict], kernels: dict[str, tuple[str, int]]) -> 
         share = r["device_us"] / total
         name = r["name"]
         match = kernels.get(name) or kernels.get(name.split("(")[0].strip())
-        out.append(KernelShare(i, name, r["device_us"], r["calls"], share,
-                               1 / (1 - share) if share < 1 else float("inf"), match is not None,
-                               name if match else None, match[0] if match else None, match[1] if match else None))
+        out.append(
+            KernelShare(
+                i,
+                name,
+                r["device_us"],
+                r["calls"],
+                share,
+                1 / (1 - share) if share < 1 else float("inf"),
+                match is not None,
+                name if match else None,
+                match[0] if match else None,
+                match[1] if match else None,
+            )
+        )
     return ProfileResult(script, total, out)

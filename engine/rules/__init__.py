@@ -36,7 +36,14 @@ def check_module(
 ) -> list[Finding]:
     load_rules()
     findings = [
-        Finding(SYNTAX_ERROR, f"syntax error: {e.message}", Span(e.line, e.col, e.line, e.col + 1), "error", None, pm.path)
+        Finding(
+            SYNTAX_ERROR,
+            f"syntax error: {e.message}",
+            Span(e.line, e.col, e.line, e.col + 1),
+            "error",
+            None,
+            pm.path,
+        )
         for e in pm.index.errors
     ]
     if pm.tree is None or not pm.index.kernels:
@@ -47,8 +54,14 @@ def check_module(
             findings.extend(r.check(ctx))
         except Exception as exc:  # a rule bug must never hide the other findings or crash a client
             findings.append(
-                Finding(RULE_CRASH, f"rule {r.code} failed on this file: {type(exc).__name__}: {exc}",
-                        Span(0, 0, 0, 0), "information", None, pm.path)
+                Finding(
+                    RULE_CRASH,
+                    f"rule {r.code} failed on this file: {type(exc).__name__}: {exc}",
+                    Span(0, 0, 0, 0),
+                    "information",
+                    None,
+                    pm.path,
+                )
             )
     seen: set[tuple] = set()
     unique = []

@@ -25,7 +25,7 @@ def tl_name(pm: ParsedModule, call: ast.AST) -> str | None:
         return None
     name = pm.aliases.canonical(call.func)
     if name and name.startswith(TL):
-        return name[len(TL):]
+        return name[len(TL) :]
     return None
 
 
@@ -91,12 +91,18 @@ class KernelView:
         self.nodes = list(ast.walk(node))  # walked once; every question below reuses it
         self.assigns = _assignments(self.nodes)
         self._calls: list[tuple[str, ast.Call]] = [
-            (n, c) for c in self.nodes if type(c) is ast.Call and (n := tl_name(pm, c)) is not None  # type: ignore[misc]
+            (n, c)
+            for c in self.nodes
+            if type(c) is ast.Call and (n := tl_name(pm, c)) is not None  # type: ignore[misc]
         ]
         self.loops = self._top_level_loops()
         # For each local name: the nodes of its assigned values and the names they mention.
-        self._value_nodes = {k: [n for v in vs for n in ast.walk(v)] for k, vs in self.assigns.items()}
-        self._refs = {k: {n.id for n in ns if type(n) is ast.Name} for k, ns in self._value_nodes.items()}
+        self._value_nodes = {
+            k: [n for v in vs for n in ast.walk(v)] for k, vs in self.assigns.items()
+        }
+        self._refs = {
+            k: {n.id for n in ns if type(n) is ast.Name} for k, ns in self._value_nodes.items()
+        }
         self._closures: dict[str, set[str]] = {}
         self._roots: dict[str, frozenset[str]] = {}
 
@@ -139,7 +145,9 @@ class KernelView:
                 out |= self._name_roots(n.id)
         return out
 
-    def _additive_leaves(self, expr: ast.AST, seen: set[str], unwrap_hints: bool = False) -> Iterator[ast.AST]:
+    def _additive_leaves(
+        self, expr: ast.AST, seen: set[str], unwrap_hints: bool = False
+    ) -> Iterator[ast.AST]:
         """The parameters and calls a pointer expression adds or subtracts (never multiplies):
         subscripts dropped, locals followed to their values; with `unwrap_hints`, through
         `tl.max_contiguous` / `tl.multiple_of` to the offsets they annotate."""
@@ -149,7 +157,11 @@ class KernelView:
         elif isinstance(expr, ast.Subscript):
             yield from self._additive_leaves(expr.value, seen, unwrap_hints)
         elif isinstance(expr, ast.Call):
-            if unwrap_hints and expr.args and tl_name(self.pm, expr) in ("max_contiguous", "multiple_of"):
+            if (
+                unwrap_hints
+                and expr.args
+                and tl_name(self.pm, expr) in ("max_contiguous", "multiple_of")
+            ):
                 yield from self._additive_leaves(expr.args[0], seen, unwrap_hints)
             else:
                 yield expr
@@ -163,14 +175,20 @@ class KernelView:
 
     def pointer_roots(self, expr: ast.AST) -> set[str]:
         """Parameters that appear as the base of pointer arithmetic (added, never multiplied)."""
-        return {n.id for n in self._additive_leaves(expr, set())
-                if isinstance(n, ast.Name) and self.is_runtime_param(n.id)}
+        return {
+            n.id
+            for n in self._additive_leaves(expr, set())
+            if isinstance(n, ast.Name) and self.is_runtime_param(n.id)
+        }
 
     def unit_stride_bounds(self, expr: ast.AST) -> set[str]:
         """Bounds of the `tl.arange`s a pointer expression adds without a multiplier: the extent of
         its contiguous (unit-stride) run, e.g. `BLOCK_N` in `p + rows[:, None] * s + cols[None, :]`."""
-        return {ast.unparse(c.args[1]) for c in self._additive_leaves(expr, set(), unwrap_hints=True)
-                if isinstance(c, ast.Call) and tl_name(self.pm, c) == "arange" and len(c.args) == 2}
+        return {
+            ast.unparse(c.args[1])
+            for c in self._additive_leaves(expr, set(), unwrap_hints=True)
+            if isinstance(c, ast.Call) and tl_name(self.pm, c) == "arange" and len(c.args) == 2
+        }
 
     def _closure(self, key: str, predicate) -> set[str]:
         """Local names whose value (transitively, through other locals) contains a node
@@ -198,6 +216,7 @@ class KernelView:
     def axis_tiles(self, axis: int) -> set[str]:
         """Constexpr parameters that scale `tl.program_id(axis)` (`pid_n * BLOCK_N`): the tile of
         that grid axis, whatever the names say."""
+
         def is_pid(n: ast.AST) -> bool:
             if tl_name(self.pm, n) != "program_id":
                 return False
@@ -208,15 +227,21 @@ class KernelView:
         for n in self.nodes:
             if type(n) is ast.BinOp and isinstance(n.op, ast.Mult):
                 for tile, other in ((n.left, n.right), (n.right, n.left)):
-                    if (isinstance(tile, ast.Name) and (p := self.params.get(tile.id)) is not None and p.constexpr
-                            and self.reaches(other, f"program_id{axis}", is_pid)):
+                    if (
+                        isinstance(tile, ast.Name)
+                        and (p := self.params.get(tile.id)) is not None
+                        and p.constexpr
+                        and self.reaches(other, f"program_id{axis}", is_pid)
+                    ):
                         out.add(tile.id)
         return out
 
     def casts_to_int64(self, expr: ast.AST) -> bool:
         def is_cast(n: ast.AST) -> bool:
             if method_call(n, "to") or tl_name(self.pm, n) == "cast":
-                return any("int64" in ast.unparse(a) for a in n.args + [k.value for k in n.keywords])  # type: ignore[attr-defined]
+                return any(
+                    "int64" in ast.unparse(a) for a in n.args + [k.value for k in n.keywords]
+                )  # type: ignore[attr-defined]
             return False
 
         return self.reaches(expr, "int64", is_cast)
@@ -233,7 +258,11 @@ class KernelView:
         return [c for c in self.tl_calls("store") if param in self.pointer_params_of(c)]
 
     def atomics_on(self, param: str) -> list[ast.Call]:
-        return [c for n, c in self._calls if n.startswith("atomic_") and param in self.pointer_params_of(c)]
+        return [
+            c
+            for n, c in self._calls
+            if n.startswith("atomic_") and param in self.pointer_params_of(c)
+        ]
 
     # -- structure -------------------------------------------------------------------------
     def _top_level_loops(self) -> list[ast.stmt]:
@@ -262,7 +291,13 @@ class KernelView:
         for loop in self.loops:
             if isinstance(loop, ast.For) and isinstance(loop.iter, ast.Call):
                 f = loop.iter.func
-                if (f.attr if isinstance(f, ast.Attribute) else f.id if isinstance(f, ast.Name) else "") == "range":
+                if (
+                    f.attr
+                    if isinstance(f, ast.Attribute)
+                    else f.id
+                    if isinstance(f, ast.Name)
+                    else ""
+                ) == "range":
                     out.append(loop)
         return out
 
@@ -278,9 +313,17 @@ class KernelView:
         """Constexprs that size the tile: `tl.arange` bounds and steps of `range(0, N, STEP)` loops."""
         names = [d for d in self.arange_bounds() if d in self.kernel.constexprs]
         for loop in self.loops:
-            if isinstance(loop, ast.For) and isinstance(loop.iter, ast.Call) and len(loop.iter.args) == 3:
+            if (
+                isinstance(loop, ast.For)
+                and isinstance(loop.iter, ast.Call)
+                and len(loop.iter.args) == 3
+            ):
                 step = loop.iter.args[2]
-                if isinstance(step, ast.Name) and step.id in self.kernel.constexprs and step.id not in names:
+                if (
+                    isinstance(step, ast.Name)
+                    and step.id in self.kernel.constexprs
+                    and step.id not in names
+                ):
                     names.append(step.id)
         return names
 
@@ -344,7 +387,11 @@ class LaunchView:
         expr = self.resolve(expr)
         if expr is None or depth > 8:
             return None
-        if isinstance(expr, ast.Constant) and isinstance(expr.value, int) and not isinstance(expr.value, bool):
+        if (
+            isinstance(expr, ast.Constant)
+            and isinstance(expr.value, int)
+            and not isinstance(expr.value, bool)
+        ):
             return expr.value
         if isinstance(expr, ast.BinOp):
             a, b = self.const_int(expr.left, depth + 1), self.const_int(expr.right, depth + 1)
@@ -369,7 +416,11 @@ class LaunchView:
 
 
 def kernel_views(pm: ParsedModule) -> list[KernelView]:
-    return [KernelView(pm, k, pm.kernel_nodes[k.name]) for k in pm.index.kernels if k.name in pm.kernel_nodes]
+    return [
+        KernelView(pm, k, pm.kernel_nodes[k.name])
+        for k in pm.index.kernels
+        if k.name in pm.kernel_nodes
+    ]
 
 
 def launch_views(pm: ParsedModule, kernels: list[KernelView]) -> list[LaunchView]:

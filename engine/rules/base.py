@@ -58,7 +58,9 @@ def make_context(module: ParsedModule) -> RuleContext:
     return RuleContext(module, kernels, launch_views(module, kernels))
 
 
-def iter_rules(select: Iterable[str] | None = None, ignore: Iterable[str] | None = None) -> Iterator[Rule]:
+def iter_rules(
+    select: Iterable[str] | None = None, ignore: Iterable[str] | None = None
+) -> Iterator[Rule]:
     sel = tuple(select or ())
     ign = tuple(ignore or ())
     for code in sorted(REGISTRY):

@@ -22,7 +22,11 @@ def _shape_uses(kv) -> set[str]:
         if shape is not None:
             used |= {n.id for n in ast.walk(shape) if isinstance(n, ast.Name)}
     for loop in kv.loops:
-        if isinstance(loop, ast.For) and isinstance(loop.iter, ast.Call) and len(loop.iter.args) == 3:
+        if (
+            isinstance(loop, ast.For)
+            and isinstance(loop.iter, ast.Call)
+            and len(loop.iter.args) == 3
+        ):
             step = loop.iter.args[2]
             if isinstance(step, ast.Name):
                 used.add(step.id)

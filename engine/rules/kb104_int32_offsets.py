@@ -37,7 +37,11 @@ def check(ctx: RuleContext):
             continue
         node, pid_side, stride = min(hits, key=lambda h: (h[0].lineno, h[0].col_offset))
         more = len({h[0].lineno for h in hits}) - 1
-        also = f" ({more} more such product{'s' if more != 1 else ''} in this kernel)" if more > 0 else ""
+        also = (
+            f" ({more} more such product{'s' if more != 1 else ''} in this kernel)"
+            if more > 0
+            else ""
+        )
         pid_text = ast.unparse(pid_side)
         yield ctx.finding(
             "KB104",

@@ -7,8 +7,15 @@ import ast
 from .analysis import kwarg, tl_name
 from .base import RuleContext, rule
 
-NEUTRAL = {"sum": "0.0", "xor_sum": "0", "max": 'float("-inf")', "argmax": 'float("-inf")',
-           "min": 'float("inf")', "argmin": 'float("inf")', "reduce": "the combine function's identity"}
+NEUTRAL = {
+    "sum": "0.0",
+    "xor_sum": "0",
+    "max": 'float("-inf")',
+    "argmax": 'float("-inf")',
+    "min": 'float("inf")',
+    "argmin": 'float("inf")',
+    "reduce": "the combine function's identity",
+}
 
 
 def _is_zero(node: ast.expr) -> bool:
@@ -40,7 +47,11 @@ def _feeding_loads(kv, expr: ast.expr, seen: set[str] | None = None) -> list[tup
             for v in values:
                 visit(v, direct)
             return
-        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "to":
+        if (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and node.func.attr == "to"
+        ):
             visit(node.func.value, direct)
             return
         for child in ast.iter_child_nodes(node):

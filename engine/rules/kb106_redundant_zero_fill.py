@@ -12,7 +12,13 @@ _ZERO_FACTORIES = {"zeros": "empty", "zeros_like": "empty_like", "new_zeros": "n
 def _zero_factory(node: ast.expr | None) -> str | None:
     if isinstance(node, ast.Call):
         fn = node.func
-        name = fn.attr if isinstance(fn, ast.Attribute) else fn.id if isinstance(fn, ast.Name) else None
+        name = (
+            fn.attr
+            if isinstance(fn, ast.Attribute)
+            else fn.id
+            if isinstance(fn, ast.Name)
+            else None
+        )
         if name in _ZERO_FACTORIES:
             return name
     return None

@@ -11,8 +11,16 @@ from .base import RuleContext, rule
 def _strides_passed(lv, name: str) -> set[int]:
     dims: set[int] = set()
     for arg in lv.args.values():
-        if method_call(arg, "stride") and isinstance(arg.func.value, ast.Name) and arg.func.value.id == name:
-            if arg.args and isinstance(arg.args[0], ast.Constant) and isinstance(arg.args[0].value, int):
+        if (
+            method_call(arg, "stride")
+            and isinstance(arg.func.value, ast.Name)
+            and arg.func.value.id == name
+        ):
+            if (
+                arg.args
+                and isinstance(arg.args[0], ast.Constant)
+                and isinstance(arg.args[0].value, int)
+            ):
                 dims.add(arg.args[0].value)
     return dims
 
@@ -37,7 +45,12 @@ def check(ctx: RuleContext):
                         value,
                         kv.name,
                     )
-            elif method_call(value, "clone") and kv.loads_of(param) and not kv.stores_to(param) and not kv.atomics_on(param):
+            elif (
+                method_call(value, "clone")
+                and kv.loads_of(param)
+                and not kv.stores_to(param)
+                and not kv.atomics_on(param)
+            ):
                 yield ctx.finding(
                     "KB107",
                     f"`{ast.unparse(value)}` copies `{ast.unparse(value.func.value)}` although `{kv.name}` only reads "

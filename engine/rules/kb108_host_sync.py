@@ -21,7 +21,9 @@ def check(ctx: RuleContext):
             sync = None
             if method_call(node, *_SYNC_METHODS):
                 sync = f".{node.func.attr}()"
-            elif isinstance(node, ast.Call) and (ctx.module.aliases.canonical(node.func) or "").endswith("cuda.synchronize"):
+            elif isinstance(node, ast.Call) and (
+                ctx.module.aliases.canonical(node.func) or ""
+            ).endswith("cuda.synchronize"):
                 sync = "torch.cuda.synchronize()"
             if sync is None:
                 continue

@@ -33,12 +33,14 @@ def check(ctx: RuleContext):
         for dot in kv.tl_calls("dot"):
             if kwarg(dot, "input_precision") is not None or kwarg(dot, "allow_tf32") is not None:
                 continue
-            operands = [x for x in (kwarg(dot, "input", 0), kwarg(dot, "other", 1)) if x is not None]
+            operands = [
+                x for x in (kwarg(dot, "input", 0), kwarg(dot, "other", 1)) if x is not None
+            ]
             if any(_is_fp32(kv, x) for x in operands):
                 yield ctx.finding(
                     "KB109",
                     "`tl.dot` on fp32 operands runs in TF32 by default (10-bit mantissa, ~1e-3 relative error): "
-                    "say `input_precision=\"tf32\"` if that is intended, `\"ieee\"` for exact fp32 (several times "
+                    'say `input_precision="tf32"` if that is intended, `"ieee"` for exact fp32 (several times '
                     "slower), or cast the operands to bf16 for the fastest tensor-core path.",
                     dot,
                     kv.name,

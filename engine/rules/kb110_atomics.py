@@ -8,8 +8,12 @@ from .analysis import kwarg
 from .base import RuleContext, rule
 
 
-@rule("KB110", "nondeterministic-atomics", "tl.atomic_* accumulation makes results run-to-run nondeterministic",
-      severity="information")
+@rule(
+    "KB110",
+    "nondeterministic-atomics",
+    "tl.atomic_* accumulation makes results run-to-run nondeterministic",
+    severity="information",
+)
 def check(ctx: RuleContext):
     for kv in ctx.kernels:
         for call in kv.tl_calls("atomic_add"):

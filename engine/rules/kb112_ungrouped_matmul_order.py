@@ -12,7 +12,9 @@ def check(ctx: RuleContext):
     for kv in ctx.kernels:
         if not kv.uses("dot"):
             continue
-        names = {n.id.lower() for n in kv.nodes if isinstance(n, ast.Name)} | {p.lower() for p in kv.params}
+        names = {n.id.lower() for n in kv.nodes if isinstance(n, ast.Name)} | {
+            p.lower() for p in kv.params
+        }
         if any("group" in n for n in names) or kv.uses("swizzle2d"):
             continue
         pids = kv.tl_calls("program_id")

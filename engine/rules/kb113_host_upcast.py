@@ -12,8 +12,10 @@ def _upcast(node: ast.expr | None) -> bool:
     if method_call(node, "float", "double"):
         return True
     if method_call(node, "to"):
-        return any("float32" in ast.unparse(a) or "float64" in ast.unparse(a)
-                   for a in list(node.args) + [k.value for k in node.keywords])  # type: ignore[union-attr]
+        return any(
+            "float32" in ast.unparse(a) or "float64" in ast.unparse(a)
+            for a in list(node.args) + [k.value for k in node.keywords]
+        )  # type: ignore[union-attr]
     return False
 
 

@@ -257,23 +257,51 @@ class KernelShape:
     loads_per_iteration: int
     trips: list[tuple[str, str]]  # per runtime `range` loop: (stop, step) expressions
     loop_stages: list[str]  # per runtime loop: its `num_stages` expression ("1": not pipelined)
-    unrolled: list[tuple[str, int]]  # per `tl.static_range` loop: (extent expression, loads in its body)
+    unrolled: list[
+        tuple[str, int]
+    ]  # per `tl.static_range` loop: (extent expression, loads in its body)
     grouped: bool
     atomic_calls: int  # atomic updates per program
-    atomic_widths: list[str]  # per atomic update: the constexpr bounding its unit-stride run (if known)
+    atomic_widths: list[
+        str
+    ]  # per atomic update: the constexpr bounding its unit-stride run (if known)
     contiguous: list[str]  # per load: the constexpr bounding its unit-stride run (empty: unknown)
     tile_passes: dict[str, int]  # pointer parameter -> statements that load a whole tile of it
-    specials_per_element: float  # special functions on tiles per element loaded (in the loops, if any)
+    specials_per_element: (
+        float  # special functions on tiles per element loaded (in the loops, if any)
+    )
     specials_per_program: int  # ... on a tile once per program (outside the loops)
 
 
-_SPECIAL = {"exp", "exp2", "log", "log2", "log1p", "sin", "cos", "sqrt", "sqrt_rn", "rsqrt", "sigmoid", "erf",
-            "tanh", "pow", "fdiv", "div_rn"}
+_SPECIAL = {
+    "exp",
+    "exp2",
+    "log",
+    "log2",
+    "log1p",
+    "sin",
+    "cos",
+    "sqrt",
+    "sqrt_rn",
+    "rsqrt",
+    "sigmoid",
+    "erf",
+    "tanh",
+    "pow",
+    "fdiv",
+    "div_rn",
+}
 _REDUCE = {"max", "min", "sum", "reduce", "argmax", "argmin", "xor_sum", "prod"}
 
 
 def _attr(func: ast.expr) -> str:
-    return func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
+    return (
+        func.attr
+        if isinstance(func, ast.Attribute)
+        else func.id
+        if isinstance(func, ast.Name)
+        else ""
+    )
 
 
 def _is_tile(expr: ast.AST, tiles: set[str]) -> bool:
@@ -286,7 +314,11 @@ def _is_tile(expr: ast.AST, tiles: set[str]) -> bool:
             return False
         if name == "arange":
             return True
-        if name in ("zeros", "full") and expr.args and isinstance(expr.args[0], (ast.List, ast.Tuple)):
+        if (
+            name in ("zeros", "full")
+            and expr.args
+            and isinstance(expr.args[0], (ast.List, ast.Tuple))
+        ):
             return True
     if isinstance(expr, ast.Name):
         return expr.id in tiles
@@ -350,27 +382,46 @@ def kernel_shape(source: str, kernel: str, constexprs: dict) -> KernelShape | No
     loads_per_iter = 0
 
     def calls(node: ast.AST, name: str) -> list[ast.Call]:
-        return [c for c in ast.walk(node) if isinstance(c, ast.Call) and isinstance(c.func, ast.Attribute)
-                and c.func.attr == name]
+        return [
+            c
+            for c in ast.walk(node)
+            if isinstance(c, ast.Call) and isinstance(c.func, ast.Attribute) and c.func.attr == name
+        ]
 
     trips: list[tuple[str, str]] = []
     loop_stages: list[str] = []
     unrolled: list[tuple[str, int]] = []
     # A straight-line load with the same address expression as a load in a loop is that loop's
     # first iteration peeled off (what `own-columns` writes), not a pass of its own.
-    loop_addresses = {ast.unparse(c.args[0]) for s in body if isinstance(s, (ast.For, ast.While))
-                      for c in calls(s, "load") if c.args}
-    peeled = {id(s) for s in body if not isinstance(s, (ast.For, ast.While)) and calls(s, "load")
-              and all(c.args and ast.unparse(c.args[0]) in loop_addresses for c in calls(s, "load"))}
+    loop_addresses = {
+        ast.unparse(c.args[0])
+        for s in body
+        if isinstance(s, (ast.For, ast.While))
+        for c in calls(s, "load")
+        if c.args
+    }
+    peeled = {
+        id(s)
+        for s in body
+        if not isinstance(s, (ast.For, ast.While))
+        and calls(s, "load")
+        and all(c.args and ast.unparse(c.args[0]) in loop_addresses for c in calls(s, "load"))
+    }
     for stmt in body:
         is_loop = isinstance(stmt, (ast.For, ast.While))
         kind, args = _range_call(stmt)
         if kind == "static_range" and args:
-            unrolled.append((ast.unparse(args[0] if len(args) == 1 else args[1]), len(calls(stmt, "load"))))
+            unrolled.append(
+                (ast.unparse(args[0] if len(args) == 1 else args[1]), len(calls(stmt, "load")))
+            )
             is_loop = False
         elif kind == "range" and args:
-            trips.append((ast.unparse(args[0] if len(args) == 1 else args[1]),
-                          ast.unparse(args[2]) if len(args) >= 3 else "1"))
+            trips.append(
+                (
+                    ast.unparse(args[0] if len(args) == 1 else args[1]),
+                    ast.unparse(args[2]) if len(args) >= 3 else "1",
+                )
+            )
             stages = kwarg(stmt.iter, "num_stages", 3)  # type: ignore[arg-type]
             loop_stages.append(ast.unparse(stages) if stages is not None else "1")
         loops += is_loop
@@ -383,8 +434,13 @@ def kernel_shape(source: str, kernel: str, constexprs: dict) -> KernelShape | No
             passes[p] = passes.get(p, 0) + 1
         for c in calls(stmt, "store"):
             stores |= kv.pointer_params_of(c)
-        for c in [c for c in ast.walk(stmt) if isinstance(c, ast.Call) and isinstance(c.func, ast.Attribute)
-                  and c.func.attr.startswith("atomic_")]:
+        for c in [
+            c
+            for c in ast.walk(stmt)
+            if isinstance(c, ast.Call)
+            and isinstance(c.func, ast.Attribute)
+            and c.func.attr.startswith("atomic_")
+        ]:
             atomics |= kv.pointer_params_of(c)
             atomic_calls += 1
             atomic_widths += sorted(kv.unit_stride_bounds(c.args[0]))[:1] if c.args else []
@@ -400,14 +456,23 @@ def kernel_shape(source: str, kernel: str, constexprs: dict) -> KernelShape | No
             if c.args and _is_tile(c.args[0], tiles):
                 straight_tiles |= kv.pointer_params_of(c)
     for p in straight_params:
-        loop_passes = sum(1 for s in body if isinstance(s, (ast.For, ast.While))
-                          and any(p in kv.pointer_params_of(c) for c in calls(s, "load")))
+        loop_passes = sum(
+            1
+            for s in body
+            if isinstance(s, (ast.For, ast.While))
+            and any(p in kv.pointer_params_of(c) for c in calls(s, "load"))
+        )
         passes[p] = loop_passes + (1 if p in straight_tiles or not loop_passes else 0)
     if not loads_per_iter:
         loads_per_iter = max(1, len([c for s in straight for c in calls(s, "load")]))
     grouped = any("group" in p.lower() for p in kv.params) or kv.uses("swizzle2d")
-    contiguous = [b for s in body for c in calls(s, "load") if c.args
-                  for b in sorted(kv.unit_stride_bounds(c.args[0]))[:1]]
+    contiguous = [
+        b
+        for s in body
+        for c in calls(s, "load")
+        if c.args
+        for b in sorted(kv.unit_stride_bounds(c.args[0]))[:1]
+    ]
     tile_passes: dict[str, int] = {}
     tile_loads = [0, 0]  # straight-line statements, loops
     specials = [0, 0]
@@ -417,14 +482,35 @@ def kernel_shape(source: str, kernel: str, constexprs: dict) -> KernelShape | No
         tile_loads[in_loop] += len(loaded)
         for p in {p for c in loaded for p in kv.pointer_params_of(c)}:
             tile_passes[p] = tile_passes.get(p, 0) + 1
-        specials[in_loop] += sum(1 for c in ast.walk(stmt) if isinstance(c, ast.Call) and _attr(c.func) in _SPECIAL
-                                 and any(_is_tile(a, tiles) for a in c.args))
+        specials[in_loop] += sum(
+            1
+            for c in ast.walk(stmt)
+            if isinstance(c, ast.Call)
+            and _attr(c.func) in _SPECIAL
+            and any(_is_tile(a, tiles) for a in c.args)
+        )
     if tile_loads[1]:  # the loops stream the data; what is outside them runs once per program
         per_element, per_program = specials[1] / tile_loads[1], specials[0]
     else:
         per_element, per_program = specials[0] / max(tile_loads[0], 1), 0
-    return KernelShape(passes, stores, atomics, kv.uses("dot"), loops, loads_per_iter, trips, loop_stages, unrolled,
-                       grouped, atomic_calls, atomic_widths, contiguous, tile_passes, per_element, per_program)
+    return KernelShape(
+        passes,
+        stores,
+        atomics,
+        kv.uses("dot"),
+        loops,
+        loads_per_iter,
+        trips,
+        loop_stages,
+        unrolled,
+        grouped,
+        atomic_calls,
+        atomic_widths,
+        contiguous,
+        tile_passes,
+        per_element,
+        per_program,
+    )
 
 
 def _int(text: str) -> int | None:
@@ -447,14 +533,18 @@ def _tile_elems(rec: LaunchRecord, kv_tiles: list[str]) -> int:
     return _prod(tiles) if tiles else 1024
 
 
-def dot_efficiency(values: dict, num_warps: int, num_stages: int, grouped: bool, dev: DeviceModel) -> float:
+def dot_efficiency(
+    values: dict, num_warps: int, num_stages: int, grouped: bool, dev: DeviceModel
+) -> float:
     """Fraction of the tensor-core rate a tile configuration reaches (a rough, monotone model)."""
     bm = next((v for k, v in values.items() if k.upper().endswith("M") and isinstance(v, int)), 64)
     bn = next((v for k, v in values.items() if k.upper().endswith("N") and isinstance(v, int)), 64)
     bk = next((v for k, v in values.items() if k.upper().endswith("K") and isinstance(v, int)), 32)
     intensity = (bm * bn / (bm + bn)) / (128 * 256 / (128 + 256))  # operand reuse per loaded byte
     eff = min(1.0, intensity) ** 0.8
-    prefetched = max(num_stages - 1, 0.5)  # tiles loaded ahead; one stage: loads and MMAs do not overlap
+    prefetched = max(
+        num_stages - 1, 0.5
+    )  # tiles loaded ahead; one stage: loads and MMAs do not overlap
     eff *= min(1.0, bk * prefetched / dev.dot_k_depth) ** dev.dot_depth_exponent
     eff *= min(1.0, prefetched / dev.dot_prefetch_stages) ** dev.dot_prefetch_exponent
     eff *= dev.dot_tall_tile_factor if bm > bn else 1.0
@@ -463,7 +553,9 @@ def dot_efficiency(values: dict, num_warps: int, num_stages: int, grouped: bool,
     return max(eff, 0.05)
 
 
-def executed_instructions(facts: CompiledFacts, shape: KernelShape, lane_bytes: float, iters: int) -> float:
+def executed_instructions(
+    facts: CompiledFacts, shape: KernelShape, lane_bytes: float, iters: int
+) -> float:
     """SASS instructions one thread executes: its straight-line code once, its loop bodies once
     a pass. ptxas unrolls loops (the first-draft softmax's three hold nine 128-bit loads, rmsnorm's
     twenty-one 64-bit ones), so the passes are the bytes a lane loads over what one pass over the
@@ -475,16 +567,26 @@ def executed_instructions(facts: CompiledFacts, shape: KernelShape, lane_bytes: 
     return facts.instructions + facts.loop_instructions * (passes - 1)
 
 
-def launch_time_us(rec: LaunchRecord, facts: CompiledFacts | None, shape: KernelShape, tiles: list[str],
-                   dev: DeviceModel, flops: int | None) -> float:
+def launch_time_us(
+    rec: LaunchRecord,
+    facts: CompiledFacts | None,
+    shape: KernelShape,
+    tiles: list[str],
+    dev: DeviceModel,
+    flops: int | None,
+) -> float:
     if facts is not None and not facts.ok:
         return math.inf
     programs = max(1, _prod(rec.grid))
     threads = 32 * rec.num_warps
-    regs = (facts.n_regs if facts and facts.n_regs else 32)
+    regs = facts.n_regs if facts and facts.n_regs else 32
     smem = facts.shared_bytes if facts and facts.shared_bytes else 0
-    per_sm = min(dev.max_blocks_per_sm, dev.max_warps_per_sm // rec.num_warps,
-                 dev.regs_per_sm // max(1, regs * threads), (dev.smem_per_sm // smem) if smem else 10 ** 6)
+    per_sm = min(
+        dev.max_blocks_per_sm,
+        dev.max_warps_per_sm // rec.num_warps,
+        dev.regs_per_sm // max(1, regs * threads),
+        (dev.smem_per_sm // smem) if smem else 10**6,
+    )
     if per_sm <= 0:
         return math.inf
     resident = per_sm * dev.sms
@@ -493,8 +595,9 @@ def launch_time_us(rec: LaunchRecord, facts: CompiledFacts | None, shape: Kernel
     wave_eff = waves / math.ceil(waves) if waves > 1 else min(1.0, waves) ** 0.25
     sizes = {a.name: a.nbytes for a in rec.args if a.kind == "ptr"}
     # the element size of what the loads stream (col_sum loads bf16 and stores fp32)
-    loaded = [a for a in rec.args if a.kind == "ptr" and a.numel and a.name in shape.passes] or \
-        [a for a in rec.args if a.kind == "ptr" and a.numel]
+    loaded = [a for a in rec.args if a.kind == "ptr" and a.numel and a.name in shape.passes] or [
+        a for a in rec.args if a.kind == "ptr" and a.numel
+    ]
     elem = max((a.nbytes // a.numel for a in loaded), default=2)
     tile = _tile_elems(rec, tiles)
     dram = 0.0
@@ -504,7 +607,9 @@ def launch_time_us(rec: LaunchRecord, facts: CompiledFacts | None, shape: Kernel
         # cross_entropy rows of 64 KB, two passes, 528 programs resident (34 MB) ran as fast as
         # one pass (1.24x vs 1.08x over the 2,112-resident first draft, 138 MB).
         working_set = nbytes / programs * min(resident, programs)
-        hit = 1.0 / (1.0 + (working_set / (dev.l2_bytes * dev.l2_reuse_share)) ** dev.l2_reuse_sharpness)
+        hit = 1.0 / (
+            1.0 + (working_set / (dev.l2_bytes * dev.l2_reuse_share)) ** dev.l2_reuse_sharpness
+        )
         dram += nbytes * (1 + (n - 1) * (1 - hit + hit * dev.l2_reread_cost))
     for p in shape.stores | shape.atomics:
         dram += sizes.get(p, 0) * (1.5 if p in shape.atomics else 1.0)
@@ -512,26 +617,45 @@ def launch_time_us(rec: LaunchRecord, facts: CompiledFacts | None, shape: Kernel
     on_sm = math.ceil(programs / dev.sms)  # programs the busiest SM runs
     at_once_on_sm = min(on_sm, per_sm)  # ... of them resident together
     spilled_on_sm = spills * threads * at_once_on_sm
-    off_chip = max(0.0, 1.0 - dev.spill_l1_bytes / spilled_on_sm) if spilled_on_sm and dev.spill_l1_bytes else 1.0
+    off_chip = (
+        max(0.0, 1.0 - dev.spill_l1_bytes / spilled_on_sm)
+        if spilled_on_sm and dev.spill_l1_bytes
+        else 1.0
+    )
     dram += spills * 4 * threads * programs * dev.spill_traffic * off_chip
     values = {a.name: a.value for a in rec.args if a.kind in ("constexpr", "int")} | rec.config
     # unrolled loops keep all their loads in flight at once
-    loads = max([shape.loads_per_iteration] + [n * values[e] for e, n in shape.unrolled
-                                               if isinstance(values.get(e), int)])
+    loads = max(
+        [shape.loads_per_iteration]
+        + [n * values[e] for e, n in shape.unrolled if isinstance(values.get(e), int)]
+    )
     runs = [values[b] * elem for b in shape.contiguous if isinstance(values.get(b), int)]
     short_runs = min(1.0, min(runs) / dev.line_bytes) ** dev.short_run_exponent if runs else 1.0
 
     # tiles a streaming loop's pipeline has in flight (unpipelined, unrolled or loop-free: one)
-    depth = max([v for e in shape.loop_stages if isinstance(v := values.get(e, _int(e)), int)], default=1)
+    depth = max(
+        [v for e in shape.loop_stages if isinstance(v := values.get(e, _int(e)), int)], default=1
+    )
     prefetched = max(1, depth - 1) ** dev.loop_prefetch_exponent if not shape.uses_dot else 1.0
 
-    def stream_bw(at_once: float) -> float:  # bytes/us that `at_once` programs' loads in flight sustain
+    def stream_bw(
+        at_once: float,
+    ) -> float:  # bytes/us that `at_once` programs' loads in flight sustain
         in_flight = at_once * tile * elem * max(1, loads) * prefetched
         busy_sms = min(dev.sms, max(at_once, 1.0))
         warps_on_sm = rec.num_warps * max(at_once, 1.0) / busy_sms
-        sm_gbps = dev.sm_stream_gbps * min(1.0, warps_on_sm / dev.sm_stream_warps) ** dev.sm_stream_warp_exponent
-        return min(dev.bandwidth_gbps * 1e3, busy_sms * sm_gbps * 1e3,
-                   in_flight / (dev.memory_latency_us * 1e-6) / 1e6) * short_runs
+        sm_gbps = (
+            dev.sm_stream_gbps
+            * min(1.0, warps_on_sm / dev.sm_stream_warps) ** dev.sm_stream_warp_exponent
+        )
+        return (
+            min(
+                dev.bandwidth_gbps * 1e3,
+                busy_sms * sm_gbps * 1e3,
+                in_flight / (dev.memory_latency_us * 1e-6) / 1e6,
+            )
+            * short_runs
+        )
 
     bw = stream_bw(min(resident, programs))
     if waves > 1:
@@ -542,15 +666,25 @@ def launch_time_us(rec: LaunchRecord, facts: CompiledFacts | None, shape: Kernel
         # rmsnorm's search variants (run B) 0.74 -> 0.82, the other examples' unchanged
         # (bench/cost_model_fit.py).
         last = waves - math.floor(waves)
-        mem_us = dram * (math.floor(waves) / waves) / bw + (dram * (last / waves) / stream_bw(last * resident)
-                                                           if last > 1e-9 else 0.0)
+        mem_us = dram * (math.floor(waves) / waves) / bw + (
+            dram * (last / waves) / stream_bw(last * resident) if last > 1e-9 else 0.0
+        )
     else:
         mem_us = dram / bw / max(min(1.0, waves) ** dev.under_wave_exponent, 0.05)
     iters = 1
-    known = [math.ceil(values[stop] / values[step]) if step in values else values[stop]
-             for stop, step in shape.trips if isinstance(values.get(stop), int)
-             and (step == "1" or isinstance(values.get(step), int))]
-    n_arg = next((a.value for a in rec.args if a.kind == "int" and isinstance(a.value, int) and a.value > tile), None)
+    known = [
+        math.ceil(values[stop] / values[step]) if step in values else values[stop]
+        for stop, step in shape.trips
+        if isinstance(values.get(stop), int) and (step == "1" or isinstance(values.get(step), int))
+    ]
+    n_arg = next(
+        (
+            a.value
+            for a in rec.args
+            if a.kind == "int" and isinstance(a.value, int) and a.value > tile
+        ),
+        None,
+    )
     if known:
         iters = max(known)
     elif shape.loops and n_arg:  # a loop whose trip count the source does not spell out
@@ -570,13 +704,24 @@ def launch_time_us(rec: LaunchRecord, facts: CompiledFacts | None, shape: Kernel
         lane = sum(sizes.get(p, 0) * n for p, n in shape.passes.items()) / programs / threads
         executed = executed_instructions(facts, shape, lane, iters)
         warps_at_once = at_once_on_sm * rec.num_warps
-        rate = dev.issue_per_cycle * dev.clock_mhz * min(1.0, warps_at_once / dev.issue_warps) ** dev.issue_exponent
+        rate = (
+            dev.issue_per_cycle
+            * dev.clock_mhz
+            * min(1.0, warps_at_once / dev.issue_warps) ** dev.issue_exponent
+        )
         issue_us = on_sm * rec.num_warps * executed / rate
     compute_us = 0.0
     if shape.uses_dot and flops:
         tiles_cfg = {a.name: a.value for a in rec.args if a.kind == "constexpr"} | rec.config
-        compute_us = flops / (dev.bf16_tflops * 1e6 * dot_efficiency(tiles_cfg, rec.num_warps, rec.num_stages,
-                                                                     shape.grouped, dev)) / max(wave_eff, 0.05)
+        compute_us = (
+            flops
+            / (
+                dev.bf16_tflops
+                * 1e6
+                * dot_efficiency(tiles_cfg, rec.num_warps, rec.num_stages, shape.grouped, dev)
+            )
+            / max(wave_eff, 0.05)
+        )
     slowdown = 1 + min(dev.spill_max, spills / 256)  # register spills
     widths = [values[w] for w in shape.atomic_widths if isinstance(values.get(w), int)]
     lanes = rec.num_warps * max(widths, default=64)
@@ -584,20 +729,30 @@ def launch_time_us(rec: LaunchRecord, facts: CompiledFacts | None, shape: Kernel
     atomic_us = programs * shape.atomic_calls * dev.atomic_program_ns * per_atomic / 1000
     numel = {a.name: a.numel for a in rec.args if a.kind == "ptr"}
     tile_elements = sum(numel.get(p, 0) * n for p, n in shape.tile_passes.items())
-    specials = tile_elements * shape.specials_per_element + programs * tile * shape.specials_per_program
+    specials = (
+        tile_elements * shape.specials_per_element + programs * tile * shape.specials_per_program
+    )
     special_us = specials / (dev.special_tops * 1e6) / max(wave_eff, 0.05)
     tail_us = waves * dev.atomic_tail_us * per_atomic if shape.atomic_calls else 0.0
     stream_us = mem_us * slowdown + tail_us
     # while one program computes, the others on its SM stream: short of `needed` they cannot
     # keep the bandwidth busy, and that share of the smaller time adds (see DeviceModel)
-    needed = dev.bandwidth_gbps * 1e3 / dev.sms * dev.memory_latency_us / (tile * elem * max(1, loads))
+    needed = (
+        dev.bandwidth_gbps * 1e3 / dev.sms * dev.memory_latency_us / (tile * elem * max(1, loads))
+    )
     short = min(1.0, max(0.0, 1.0 - (at_once_on_sm - 1) / needed))
     overlapped = max(stream_us, issue_us) + short * min(stream_us, issue_us)
     return max(overlapped, latency_us, compute_us, atomic_us, special_us) + dev.launch_us
 
 
-def case_time_us(case: CaseLaunches, facts: dict[int, CompiledFacts | None], source: str, tiles: dict[str, list[str]],
-                 dev: DeviceModel, flops: int | None) -> float:
+def case_time_us(
+    case: CaseLaunches,
+    facts: dict[int, CompiledFacts | None],
+    source: str,
+    tiles: dict[str, list[str]],
+    dev: DeviceModel,
+    flops: int | None,
+) -> float:
     """One benchmark case: its launches (best autotune config per kernel) plus host-side work."""
     by_kernel: dict[str, list[float]] = {}
     for i, rec in enumerate(case.launches):
@@ -612,8 +767,9 @@ def case_time_us(case: CaseLaunches, facts: dict[int, CompiledFacts | None], sou
     from ..evaluate.op_sets import ALLOWED_OPS, COPY_OPS, FILL_OPS
 
     host = case.host_ops
-    device_kernels = sum(n for op, n in host.items()
-                         if op in FILL_OPS or op in COPY_OPS or (op not in ALLOWED_OPS))  # each is a launch
+    device_kernels = sum(
+        n for op, n in host.items() if op in FILL_OPS or op in COPY_OPS or (op not in ALLOWED_OPS)
+    )  # each is a launch
     # launches on a side stream run beside the kernels, hidden while those last longer
     beside = min(side_stream_launches(source), device_kernels) * dev.launch_us
     total += case.host_bytes / (dev.bandwidth_gbps * 1e3)
@@ -635,10 +791,16 @@ def side_stream_launches(source: str) -> int:
     count = 0
     for node in ast.walk(tree):
         if isinstance(node, ast.With) and any(
-                isinstance(i.context_expr, ast.Call) and isinstance(i.context_expr.func, ast.Attribute)
-                and i.context_expr.func.attr == "stream" for i in node.items):
-            count += sum(isinstance(n, (ast.Call, ast.Compare, ast.BinOp, ast.UnaryOp, ast.BoolOp))
-                         for s in node.body for n in ast.walk(s))
+            isinstance(i.context_expr, ast.Call)
+            and isinstance(i.context_expr.func, ast.Attribute)
+            and i.context_expr.func.attr == "stream"
+            for i in node.items
+        ):
+            count += sum(
+                isinstance(n, (ast.Call, ast.Compare, ast.BinOp, ast.UnaryOp, ast.BoolOp))
+                for s in node.body
+                for n in ast.walk(s)
+            )
     return count
 
 
@@ -678,11 +840,14 @@ class CostModel:
     def __init__(self, dev: DeviceModel | None = None):
         self.dev = dev or DeviceModel()
 
-    def estimate(self, spec: SpecializeResult | None, facts: dict[int, dict[int, CompiledFacts]],
-                 source: str) -> list[float] | None:
+    def estimate(
+        self, spec: SpecializeResult | None, facts: dict[int, dict[int, CompiledFacts]], source: str
+    ) -> list[float] | None:
         if spec is None or not spec.cases:
             return None
         kernels = {rec.kernel for c in spec.cases for rec in c.launches}
         tiles = {k: tile_names(source, k) for k in kernels}
-        return [case_time_us(c, facts.get(ci, {}), source, tiles, self.dev, matmul_flops(c))
-                for ci, c in enumerate(spec.cases)]
+        return [
+            case_time_us(c, facts.get(ci, {}), source, tiles, self.dev, matmul_flops(c))
+            for ci, c in enumerate(spec.cases)
+        ]

@@ -61,8 +61,12 @@ def _geomean(xs: list[float]) -> float:
     return geomean([max(x, 1e-9) for x in xs])
 
 
-def best_split(cases: list[CaseLaunches], speedups: dict[str, list[float]], entry_params: list[str],
-               margin: float = 0.01) -> Choice | None:
+def best_split(
+    cases: list[CaseLaunches],
+    speedups: dict[str, list[float]],
+    entry_params: list[str],
+    margin: float = 0.01,
+) -> Choice | None:
     """The shape buckets along one size feature, and the variant for each, that together give
     the best geomean speedup, if that beats the best single variant by `margin`; each further
     bucket must pay for itself by `margin` too.
@@ -84,7 +88,9 @@ def best_split(cases: list[CaseLaunches], speedups: dict[str, list[float]], entr
     single = max(overall.values())
 
     def best_on(side: list[bool]) -> str:  # ties: the better variant overall, then the id
-        return max(rows, key=lambda k: (_geomean([x for x, s in zip(rows[k], side) if s]), overall[k], k))
+        return max(
+            rows, key=lambda k: (_geomean([x for x, s in zip(rows[k], side) if s]), overall[k], k)
+        )
 
     by_count: dict[int, Choice] = {}  # the best choice with this many buckets
     for name in feats[0]:
@@ -107,8 +113,12 @@ def best_split(cases: list[CaseLaunches], speedups: dict[str, list[float]], entr
                     continue
                 g = _geomean([rows[names[b]][i] for i, b in enumerate(bucket)])
                 k = len(merged_names)
-                if k not in by_count or g > by_count[k].speedup * (1 + 1e-9):  # the first feature wins a tie
-                    by_count[k] = Choice(tuple(merged_names), name, tuple(int(t) for t in merged_bounds), g)
+                if k not in by_count or g > by_count[k].speedup * (
+                    1 + 1e-9
+                ):  # the first feature wins a tie
+                    by_count[k] = Choice(
+                        tuple(merged_names), name, tuple(int(t) for t in merged_bounds), g
+                    )
     best, best_speedup = None, single
     for k in sorted(by_count):
         if by_count[k].speedup >= best_speedup * (1 + margin):
@@ -120,7 +130,9 @@ def _top(tree: ast.Module) -> dict[str, ast.stmt]:
     return {n.name: n for n in tree.body if isinstance(n, (ast.FunctionDef, ast.ClassDef))}
 
 
-def build(sources: list[str], kernel: str, entry: str, feature: str, thresholds: tuple[int, ...]) -> str | None:
+def build(
+    sources: list[str], kernel: str, entry: str, feature: str, thresholds: tuple[int, ...]
+) -> str | None:
     """The first bucket's module with every other bucket's launcher (and kernel, where it differs
     from the first's) added under numbered names, and its entry dispatching to them by
     `feature` (e.g. "{0}.shape[1]") against `thresholds` (see `Choice`)."""
@@ -145,25 +157,37 @@ def build(sources: list[str], kernel: str, entry: str, feature: str, thresholds:
         lines = source.splitlines()
 
         def text_of(node: ast.stmt) -> str:
-            first = node.decorator_list[0].lineno if getattr(node, "decorator_list", None) else node.lineno
-            return "\n".join(lines[first - 1: node.end_lineno])
+            first = (
+                node.decorator_list[0].lineno
+                if getattr(node, "decorator_list", None)
+                else node.lineno
+            )
+            return "\n".join(lines[first - 1 : node.end_lineno])
 
         bucket_entry, bucket_kernel = f"{entry}_bucket{i}", f"{kernel}_bucket{i}"
         same_kernel = ast.dump(top_a.get(kernel)) == ast.dump(top_b.get(kernel))  # type: ignore[arg-type]
         launcher = text_of(entry_b).replace(f"def {entry}(", f"def {bucket_entry}(", 1)
         if not same_kernel:
-            added.append(text_of(top_b[kernel]).replace(f"def {kernel}(", f"def {bucket_kernel}(", 1))
+            added.append(
+                text_of(top_b[kernel]).replace(f"def {kernel}(", f"def {bucket_kernel}(", 1)
+            )
             launcher = launcher.replace(f"{kernel}[", f"{bucket_kernel}[")
         added.append(launcher)
         for name, node in top_b.items():  # helpers this bucket needs that the module lacks
             if name not in known and name not in (kernel, entry):
                 known.add(name)
                 added.append(text_of(node))
-        guards.append(f"if {condition(feature, thresholds, i)}:  # shape bucket {i}: another variant wins here\n"
-                      f"    return {bucket_entry}({call_args})")
+        guards.append(
+            f"if {condition(feature, thresholds, i)}:  # shape bucket {i}: another variant wins here\n"
+            f"    return {bucket_entry}({call_args})"
+        )
     edits = Edits(sources[0])
     first_stmt = entry_a.body[0]
-    if isinstance(first_stmt, ast.Expr) and isinstance(first_stmt.value, ast.Constant) and len(entry_a.body) > 1:
+    if (
+        isinstance(first_stmt, ast.Expr)
+        and isinstance(first_stmt.value, ast.Constant)
+        and len(entry_a.body) > 1
+    ):
         first_stmt = entry_a.body[1]  # after the docstring
     edits.insert_before(first_stmt, "\n".join(guards))
     edits.insert_after(entry_a, "\n\n\n" + "\n\n\n".join(added))

@@ -43,11 +43,22 @@ class EndGame:
         source, chain, description, applied = best.source, best.chain, best.description, []
         for step in sorted((self.pop.proven_steps() & STACKABLE_STEPS) - set(best.chain)):
             try:
-                proposal = next(iter(self.mutators[step].propose(MutationContext(self.ev.task, source,
-                                                                                 seed=self.ev.seed))),
-                                None) if step in self.mutators else None
+                proposal = (
+                    next(
+                        iter(
+                            self.mutators[step].propose(
+                                MutationContext(self.ev.task, source, seed=self.ev.seed)
+                            )
+                        ),
+                        None,
+                    )
+                    if step in self.mutators
+                    else None
+                )
             except Exception as exc:  # a mutator bug must not end the search
-                self.ledger.notes.append(f"mutator {step} failed on the best: {type(exc).__name__}: {exc}")
+                self.ledger.notes.append(
+                    f"mutator {step} failed on the best: {type(exc).__name__}: {exc}"
+                )
                 continue
             if proposal is not None:
                 source, chain = proposal.source, chain.then(step)
@@ -55,8 +66,17 @@ class EndGame:
                 applied.append(step)
         if not applied or candidate_id(source) in self.pop.nodes:
             return
-        self.ladder.emit("rung", f"the best variant with {', '.join(applied)}, which made other variants faster")
-        node = Node(candidate_id(source), source, chain, description, best.id, t=self.ledger.meter.tick().wall_s)
+        self.ladder.emit(
+            "rung", f"the best variant with {', '.join(applied)}, which made other variants faster"
+        )
+        node = Node(
+            candidate_id(source),
+            source,
+            chain,
+            description,
+            best.id,
+            t=self.ledger.meter.tick().wall_s,
+        )
         self.ladder.generation([node], force=True)
 
     # -- dispatch ---------------------------------------------------------------------------------
@@ -71,36 +91,60 @@ class EndGame:
         params = self._entry_params()
         choice = dispatch.best_split(base.spec.cases, speedups, params, IMPROVEMENT)
         if choice is None:
-            winners = {max(speedups, key=lambda k: (speedups[k][i] if len(speedups[k]) > i else 0, k))
-                       for i in range(len(self.pop.labels))}
+            winners = {
+                max(speedups, key=lambda k: (speedups[k][i] if len(speedups[k]) > i else 0, k))
+                for i in range(len(self.pop.labels))
+            }
             if len(winners) > 1:
-                self.ledger.notes.append("winners differ between cases but no size split beats the best single "
-                                         f"variant by {IMPROVEMENT:.0%}: no dispatch variant")
+                self.ledger.notes.append(
+                    "winners differ between cases but no size split beats the best single "
+                    f"variant by {IMPROVEMENT:.0%}: no dispatch variant"
+                )
             return
         parts = [self.pop.nodes[v] for v in choice.variants]
         task = self.ev.task
-        source = dispatch.build([p.source for p in parts], task.kernel, task.entry, choice.feature, choice.thresholds)
+        source = dispatch.build(
+            [p.source for p in parts], task.kernel, task.entry, choice.feature, choice.thresholds
+        )
         if source is None:
             return
         feature = choice.feature.format(*params)
-        buckets = "; ".join(f"`{p.origin}` where {dispatch.condition(feature, choice.thresholds, i)}"
-                            for i, p in enumerate(parts))
-        node = Node(candidate_id(source), source, Chain((f"dispatch({' | '.join(p.origin for p in parts)})",)),
-                    f"per shape bucket: {buckets}", parts[0].id, dispatch=True, t=self.ledger.meter.tick().wall_s)
+        buckets = "; ".join(
+            f"`{p.origin}` where {dispatch.condition(feature, choice.thresholds, i)}"
+            for i, p in enumerate(parts)
+        )
+        node = Node(
+            candidate_id(source),
+            source,
+            Chain((f"dispatch({' | '.join(p.origin for p in parts)})",)),
+            f"per shape bucket: {buckets}",
+            parts[0].id,
+            dispatch=True,
+            t=self.ledger.meter.tick().wall_s,
+        )
         if node.id in self.pop.nodes:
             return
         stop = self.ladder.stopped()
         if stop is not None and stop.halts_admitted:
-            self.ledger.notes.append(f"winners differ between shape buckets ({feature} around "
-                                     f"{', '.join(map(str, choice.thresholds))}), but no time was left to verify a "
-                                     "dispatching variant")
+            self.ledger.notes.append(
+                f"winners differ between shape buckets ({feature} around "
+                f"{', '.join(map(str, choice.thresholds))}), but no time was left to verify a "
+                "dispatching variant"
+            )
             return
         self.ladder.emit("rung", "verifying a dispatching variant across shape buckets")
         self.ladder.generation([node], force=True)
 
     def _entry_params(self) -> list[str]:
         tree = ast.parse(self.ladder.original)
-        fn = next((n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == self.ev.task.entry), None)
+        fn = next(
+            (
+                n
+                for n in tree.body
+                if isinstance(n, ast.FunctionDef) and n.name == self.ev.task.entry
+            ),
+            None,
+        )
         return [a.arg for a in fn.args.args] if fn else []
 
     # -- final A/B --------------------------------------------------------------------------------
@@ -109,10 +153,18 @@ class EndGame:
         however far behind: the best can be an outlier. Timed in one interleaving, two rivals
         cost two groups of runs more."""
         best = self.pop.nodes[self.pop.best_id]  # type: ignore[index]
-        others = sorted((n for n in self.pop.nodes.values() if n.verified and n.timing is not None
-                         and n.id != best.id and n.timing.verdict in ("faster", "mixed")),
-                        key=lambda n: (-n.timing.speedup, n.id))  # type: ignore[union-attr]
-        return [best] + others[:FINAL_CONTENDERS - 1]
+        others = sorted(
+            (
+                n
+                for n in self.pop.nodes.values()
+                if n.verified
+                and n.timing is not None
+                and n.id != best.id
+                and n.timing.verdict in ("faster", "mixed")
+            ),
+            key=lambda n: (-n.timing.speedup, n.id),
+        )  # type: ignore[union-attr]
+        return [best] + others[: FINAL_CONTENDERS - 1]
 
     def final_ab(self) -> None:
         """One longer interleaved A/B of the best and its closest rivals; the best of those stands.
@@ -146,17 +198,26 @@ class EndGame:
         (`selection.tied_first`). Notes why, once, when the one kept is not `first`, the one
         precise timing had put first."""
         simplicity = self.ladder.simplicity
-        ordered = selection.tied_first(sorted(finals, key=lambda f: f[1] is not first),
-                                       lambda n: selection.noise_floor(n.timing), simplicity)
+        ordered = selection.tied_first(
+            sorted(finals, key=lambda f: f[1] is not first),
+            lambda n: selection.noise_floor(n.timing),
+            simplicity,
+        )
         speedup, simplest = ordered[0]
         top_speedup, top = max(finals, key=lambda f: (f[0], f[1] is first))
         notes = self.ledger.notes
         if simplest is not top:
             simpler = simplicity(simplest)[:2] < simplicity(top)[:2]
             why = "the simpler change" if simpler else "as simple, estimated faster or first by id"
-            notes.append(f"final A/B: {simplest.origin} at {speedup:.3f}x is within the noise floor of "
-                         f"{top.origin} at {top_speedup:.3f}x and {why}, so it is kept")
-        if simplest is not first and (simplest is top or top is not first):  # else the note above names both
-            notes.append(f"final A/B: {simplest.origin} at {speedup:.3f}x, kept over {first.origin} at "
-                         f"{first.timing.speedup:.3f}x, which precise timing had put first")  # type: ignore[union-attr]
+            notes.append(
+                f"final A/B: {simplest.origin} at {speedup:.3f}x is within the noise floor of "
+                f"{top.origin} at {top_speedup:.3f}x and {why}, so it is kept"
+            )
+        if simplest is not first and (
+            simplest is top or top is not first
+        ):  # else the note above names both
+            notes.append(
+                f"final A/B: {simplest.origin} at {speedup:.3f}x, kept over {first.origin} at "
+                f"{first.timing.speedup:.3f}x, which precise timing had put first"
+            )  # type: ignore[union-attr]
         return speedup, simplest

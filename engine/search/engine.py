@@ -49,11 +49,24 @@ class SearchError(Exception):
 
 
 class Search:
-    def __init__(self, task: Task, *, device: str, budget: Budget, store: Store, pool: WorkerPool, seed: int = 0,
-                 mutators: list[str] | None = None, on_event: Callable[[SearchEvent], None] | None = None,
-                 cancel: threading.Event | None = None, compile_workers: int | None = None,
-                 device_model: DeviceModel | None = None, estimator: Estimator | None = None,
-                 timer: Timer | None = None, exhaustive: bool = False):
+    def __init__(
+        self,
+        task: Task,
+        *,
+        device: str,
+        budget: Budget,
+        store: Store,
+        pool: WorkerPool,
+        seed: int = 0,
+        mutators: list[str] | None = None,
+        on_event: Callable[[SearchEvent], None] | None = None,
+        cancel: threading.Event | None = None,
+        compile_workers: int | None = None,
+        device_model: DeviceModel | None = None,
+        estimator: Estimator | None = None,
+        timer: Timer | None = None,
+        exhaustive: bool = False,
+    ):
         """`estimator` (default: the cost model on `device_model`) ranks compiled candidates and
         stands in for timing without a GPU; `timer` (default: the GPU worker) runs the A/Bs."""
         self.task, self.device, self.seed, self.pool = task, device, seed, pool
@@ -63,24 +76,43 @@ class Search:
         self.meter.reserve(min(END_RESERVE_MAX_S, END_RESERVE_FRACTION * budget.wall_s))
         self.on_event = on_event or (lambda e: None)
         self.cancel = cancel or threading.Event()
-        self.mutators = {k: v for k, v in sorted(load_mutators().items()) if mutators is None or k in mutators}
+        self.mutators = {
+            k: v for k, v in sorted(load_mutators().items()) if mutators is None or k in mutators
+        }
         n = compile_workers or max(1, min(4, os.cpu_count() or 2))
         self.original = Path(task.file).read_text(encoding="utf-8")
         self.key = kernel_key(task.file, task.kernel, source_hash(self.original))
         self.store = store
         self.population = Population(self.gpu)
         self.ledger = Ledger(store, self.key, device, self.meter)
-        self.evaluator = Evaluator(task, device, seed, pool, self.meter, self.ledger, self.population,
-                                   estimator or CostModel(self.dev), timer or WorkerTimer(pool, device),
-                                   [f"compile:{i}" for i in range(n)])
+        self.evaluator = Evaluator(
+            task,
+            device,
+            seed,
+            pool,
+            self.meter,
+            self.ledger,
+            self.population,
+            estimator or CostModel(self.dev),
+            timer or WorkerTimer(pool, device),
+            [f"compile:{i}" for i in range(n)],
+        )
         self.ladder = Ladder(self.evaluator, self.original, self.cancel, self._emit, exhaustive)
         self.endgame = EndGame(self.ladder, self.mutators)
         self.baseline_facts: dict[int, dict[int, m.CompiledFacts]] = {}
 
     def _emit(self, kind: str, message: str) -> None:
         pop = self.population
-        self.on_event(SearchEvent(kind, self.meter.fraction(), message,
-                                  pop.best_speedup if pop.best_id else None, pop.best_id, self.gpu))
+        self.on_event(
+            SearchEvent(
+                kind,
+                self.meter.fraction(),
+                message,
+                pop.best_speedup if pop.best_id else None,
+                pop.best_id,
+                self.gpu,
+            )
+        )
 
     def prepare_variant(self, source: str, device: str | None = None) -> Node:
         """Any variant of this task's file, dry-run and AOT-compiled on a compile worker as in the
@@ -102,8 +134,10 @@ class Search:
         with self.ledger.timed("baseline"):
             result = ev.harness(None, list(m.STAGES), "baseline")
         if not result.accepted:
-            raise SearchError(f"the original kernel fails its own harness ({result.stage}: {result.reason}): "
-                              f"{result.message}")
+            raise SearchError(
+                f"the original kernel fails its own harness ({result.stage}: {result.reason}): "
+                f"{result.message}"
+            )
         ev.specialize_and_compile(root, ev.compile_devices[0])
         self.baseline_facts = root.facts
         root.estimate_us = ev.estimate(root)
@@ -134,7 +168,14 @@ class Search:
             cand = self.store.candidate(self.key, cid)
             if cand is None or cid in pop.nodes:
                 continue
-            node = Node(cid, cand["source"], cand["origin"], cand["description"], cand["parent"], bool(cand["llm"]))
+            node = Node(
+                cid,
+                cand["source"],
+                cand["origin"],
+                cand["description"],
+                cand["parent"],
+                bool(cand["llm"]),
+            )
             final = rungs.get("full") or rungs.get("timing")
             if final and final["passed"]:
                 details = final["details"]
@@ -149,11 +190,15 @@ class Search:
             node.expanded = True  # its children were proposed already; they are in the store too
             pop.nodes[cid] = node
         if resumed:
-            self.ledger.notes.append(f"resumed {resumed} verified variant(s) from an earlier search of this kernel")
+            self.ledger.notes.append(
+                f"resumed {resumed} verified variant(s) from an earlier search of this kernel"
+            )
             for node in pop.nodes.values():
                 if node.verified and node.id != "original":
                     self.ladder.consider_best(node)
-            for node in selection.parents(pop, ignore_expanded=True):  # expanded again with anything new
+            for node in selection.parents(
+                pop, ignore_expanded=True
+            ):  # expanded again with anything new
                 node.expanded = False
 
     # -- generations ------------------------------------------------------------------------------
@@ -164,7 +209,9 @@ class Search:
         pop, fresh, turn, seen = self.population, [], {}, set(self.population.nodes)
         for parent in parents:
             parent.expanded = True
-            ctx = MutationContext(self.task, parent.source, seed=self.seed, previous=pop.paid_step(parent))
+            ctx = MutationContext(
+                self.task, parent.source, seed=self.seed, previous=pop.paid_step(parent)
+            )
             for name, mut in self.mutators.items():
                 taken = 0
                 try:
@@ -177,14 +224,20 @@ class Search:
                         seen.add(cid)
                         root = parent.id == "original"
                         chain = parent.chain.then(p.origin) if not root else p.origin
-                        desc = p.description if root else f"{parent.description}; then {p.description}"
-                        fresh.append(Node(cid, p.source, chain, desc, parent.id, t=self.meter.tick().wall_s))
+                        desc = (
+                            p.description if root else f"{parent.description}; then {p.description}"
+                        )
+                        fresh.append(
+                            Node(cid, p.source, chain, desc, parent.id, t=self.meter.tick().wall_s)
+                        )
                         turn[cid] = taken
                         taken += 1
                         if taken >= PROPOSALS_PER_MUTATOR:
                             break
                 except Exception as exc:  # a mutator bug must not end the search
-                    self.ledger.notes.append(f"mutator {name} failed on {parent.id}: {type(exc).__name__}: {exc}")
+                    self.ledger.notes.append(
+                        f"mutator {name} failed on {parent.id}: {type(exc).__name__}: {exc}"
+                    )
         proven = pop.proven_steps()
         fresh.sort(key=lambda n: (n.chain.last not in proven, turn[n.id]))  # stable: parents' order
         return fresh
@@ -222,15 +275,23 @@ class Search:
             status = "cancelled" if stopped.cancelled else "finished"
             prewarm = self.evaluator.prewarm
             if prewarm is not None and prewarm.compiled:
-                self.ledger.notes.append(f"compiled {prewarm.compiled} harness specialisations ahead on the CPU "
-                                         "for the GPU worker's JIT")
+                self.ledger.notes.append(
+                    f"compiled {prewarm.compiled} harness specialisations ahead on the CPU "
+                    "for the GPU worker's JIT"
+                )
             result = self._result(stopped)
             self.store.finish_search(search_id, status, result)
-            best = f"best {self.population.best_speedup:.2f}x" if self.population.best_id else "no faster variant"
+            best = (
+                f"best {self.population.best_speedup:.2f}x"
+                if self.population.best_id
+                else "no faster variant"
+            )
             self._emit("finished", f"done ({result.stopped}): {best}")
             return result
         except BaseException:
-            self.store.finish_search(search_id, CANCELLED.kind.value if self.cancel.is_set() else status, None)
+            self.store.finish_search(
+                search_id, CANCELLED.kind.value if self.cancel.is_set() else status, None
+            )
             raise
         finally:
             self.evaluator.close()
@@ -249,32 +310,75 @@ class Search:
         diff = unified_diff(self.original, node.source, self.task.file, self.task.root)
         before = next(iter(self.baseline_facts.get(0, {}).values()), None)
         after = next(iter(node.facts.get(0, {}).values()), None)
-        text = explain(node.description, diff, per_case, node.timing is not None, speedup,
-                       compiled_changes(before, after))
-        stages = [s.name for s in node.harness.stages if s.passed] if node.harness else list(m.STAGES)
+        text = explain(
+            node.description,
+            diff,
+            per_case,
+            node.timing is not None,
+            speedup,
+            compiled_changes(before, after),
+        )
+        stages = (
+            [s.name for s in node.harness.stages if s.passed] if node.harness else list(m.STAGES)
+        )
         passed = sum(1 for c in node.harness.cases if c.ok) if node.harness else 0
-        return Variant(node.id, node.origin, node.description, speedup, per_case, stages, node.timing is not None,
-                       diff, text, node.parent, node.llm, node.dispatch, node.source, pop.estimated_speedup(node),
-                       passed)
+        return Variant(
+            node.id,
+            node.origin,
+            node.description,
+            speedup,
+            per_case,
+            stages,
+            node.timing is not None,
+            diff,
+            text,
+            node.parent,
+            node.llm,
+            node.dispatch,
+            node.source,
+            pop.estimated_speedup(node),
+            passed,
+        )
 
     def _result(self, stopped: Stop) -> SearchResult:
         pop, ledger = self.population, self.ledger
-        variants = sorted((self._variant(n) for n in pop.nodes.values() if n.verified and n.id != "original"),
-                          key=lambda v: (-v.speedup, v.id))
+        variants = sorted(
+            (self._variant(n) for n in pop.nodes.values() if n.verified and n.id != "original"),
+            key=lambda v: (-v.speedup, v.id),
+        )
         ledger.counts.total = sum(1 for n in pop.nodes.values() if n.id != "original")
-        baseline = [BaselineCase(label, us, self.gpu) for label, us in zip(pop.labels, pop.baseline_us)]
+        baseline = [
+            BaselineCase(label, us, self.gpu) for label, us in zip(pop.labels, pop.baseline_us)
+        ]
         if not self.gpu:
-            ledger.notes.append("no GPU: candidates were verified on the CPU interpreter and ranked by the static "
-                                "cost model; speedups are estimates (measured: false)")
+            ledger.notes.append(
+                "no GPU: candidates were verified on the CPU interpreter and ranked by the static "
+                "cost model; speedups are estimates (measured: false)"
+            )
         root = pop.nodes.get("original")
         case_bytes, case_flops = case_bytes_and_flops(root.spec.cases if root and root.spec else [])
         return SearchResult(
-            kernel=self.task.kernel, file=self.task.file, device=self.device, measured=self.gpu, baseline=baseline,
-            variants=variants, best=pop.best_id, time_to_best_s=pop.time_to_best,
-            budget=BudgetReport(self.meter.budget, self.meter.tick()), candidates=ledger.counts, stopped=str(stopped),
-            trajectory=ledger.trajectory, notes=ledger.notes, seed=self.seed,
+            kernel=self.task.kernel,
+            file=self.task.file,
+            device=self.device,
+            measured=self.gpu,
+            baseline=baseline,
+            variants=variants,
+            best=pop.best_id,
+            time_to_best_s=pop.time_to_best,
+            budget=BudgetReport(self.meter.budget, self.meter.tick()),
+            candidates=ledger.counts,
+            stopped=str(stopped),
+            trajectory=ledger.trajectory,
+            notes=ledger.notes,
+            seed=self.seed,
             source_hash=source_hash(self.original),
-            rung_seconds={k: round(v, 2) for k, v in ledger.rung_seconds.items()}, original=self.original,
+            rung_seconds={k: round(v, 2) for k, v in ledger.rung_seconds.items()},
+            original=self.original,
             stage_seconds={k: [round(v, 2) for v in vs] for k, vs in ledger.stage_seconds.items()},
-            entry=self.task.entry, gpu_s_to_best=self.gpu_s_to_best(), case_bytes=case_bytes, case_flops=case_flops,
-            ceilings={"copy_gbps": self.dev.bandwidth_gbps, "bf16_tflops": self.dev.bf16_tflops})
+            entry=self.task.entry,
+            gpu_s_to_best=self.gpu_s_to_best(),
+            case_bytes=case_bytes,
+            case_flops=case_flops,
+            ceilings={"copy_gbps": self.dev.bandwidth_gbps, "bf16_tflops": self.dev.bf16_tflops},
+        )

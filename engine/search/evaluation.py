@@ -26,8 +26,12 @@ TIMING_TIMEOUT_S = 600.0
 class Estimator(Protocol):
     """Per-case times (µs) of a dry-run, compiled candidate; None when it cannot say."""
 
-    def estimate(self, spec: m.SpecializeResult | None, facts: dict[int, dict[int, m.CompiledFacts]],
-                 source: str) -> list[float] | None: ...
+    def estimate(
+        self,
+        spec: m.SpecializeResult | None,
+        facts: dict[int, dict[int, m.CompiledFacts]],
+        source: str,
+    ) -> list[float] | None: ...
 
 
 class Timer(Protocol):
@@ -47,8 +51,19 @@ class WorkerTimer:
 
 
 class Evaluator:
-    def __init__(self, task: Task, device: str, seed: int, pool: WorkerPool, meter: Meter, ledger: Ledger,
-                 population: Population, estimator: Estimator, timer: Timer, compile_devices: list[str]):
+    def __init__(
+        self,
+        task: Task,
+        device: str,
+        seed: int,
+        pool: WorkerPool,
+        meter: Meter,
+        ledger: Ledger,
+        population: Population,
+        estimator: Estimator,
+        timer: Timer,
+        compile_devices: list[str],
+    ):
         self.task, self.device, self.seed, self.pool = task, device, seed, pool
         self.gpu = is_gpu(device)
         self.meter, self.ledger, self.pop = meter, ledger, population
@@ -61,10 +76,27 @@ class Evaluator:
         with self.meter.gpu_clock(is_gpu(device)):
             return self.pool.call(device, request, timeout)
 
-    def end(self, node: Node, outcome: str, rung: str, reason: str | None = None, message: str = "",
-            passed: bool = False, details=None) -> None:
-        self.ledger.end(node, outcome, rung, score=self.pop.score(node), best=self.pop.best_speedup,
-                        reason=reason, message=message, passed=passed, details=details)
+    def end(
+        self,
+        node: Node,
+        outcome: str,
+        rung: str,
+        reason: str | None = None,
+        message: str = "",
+        passed: bool = False,
+        details=None,
+    ) -> None:
+        self.ledger.end(
+            node,
+            outcome,
+            rung,
+            score=self.pop.score(node),
+            best=self.pop.best_speedup,
+            reason=reason,
+            message=message,
+            passed=passed,
+            details=details,
+        )
 
     # -- dry run, compile, estimate ---------------------------------------------------------------
     def specialize_and_compile(self, node: Node, device: str) -> None:
@@ -73,7 +105,9 @@ class Evaluator:
         if not isinstance(spec, m.SpecializeResult):
             return
         node.spec = spec
-        records = [(ci, li, rec) for ci, c in enumerate(spec.cases) for li, rec in enumerate(c.launches)]
+        records = [
+            (ci, li, rec) for ci, c in enumerate(spec.cases) for li, rec in enumerate(c.launches)
+        ]
         if not records:
             return
         unique: dict[str, int] = {}
@@ -95,7 +129,9 @@ class Evaluator:
 
         def one(i: int, node: Node) -> None:
             try:
-                self.specialize_and_compile(node, self.compile_devices[i % len(self.compile_devices)])
+                self.specialize_and_compile(
+                    node, self.compile_devices[i % len(self.compile_devices)]
+                )
             except WorkerDied as d:
                 node.outcome = f"compile-died:{d.kind}"
 
@@ -110,7 +146,9 @@ class Evaluator:
     def harness(self, source: str | None, stages: list[str], rung: str) -> m.HarnessResult:
         """Some or all correctness stages (`source` None: the original), GPU seconds accounted."""
         with self.meter.gpu_clock(self.gpu):
-            result = run_harness(self.pool, self.task, source, self.device, self.seed, stages=stages)
+            result = run_harness(
+                self.pool, self.task, source, self.device, self.seed, stages=stages
+            )
         self.ledger.harness_seconds(result, rung)
         return result
 
@@ -140,7 +178,9 @@ class Evaluator:
     def time_ab(self, node: Node, rep_ms: float, noise: bool) -> m.TimingResult | None:
         """`node` against the original on every case, rebased on the original's reference times;
         None (and the node rejected) when the timing fails."""
-        req = m.TimeAB(self.task, node.source, node.id, rep_ms=rep_ms, noise_check=noise, seed=self.seed)
+        req = m.TimeAB(
+            self.task, node.source, node.id, rep_ms=rep_ms, noise_check=noise, seed=self.seed
+        )
         try:
             answer = self._timed_call(req)
         except WorkerDied as d:
@@ -156,8 +196,15 @@ class Evaluator:
         floor). Should that fail, each alone, so one failing node does not take the others'
         verdicts with it."""
         if len(nodes) > 1:
-            req = m.TimeAB(self.task, nodes[0].source, nodes[0].id, rep_ms=rep_ms, noise_check=True,
-                           seed=self.seed, rivals=[n.source for n in nodes[1:]])
+            req = m.TimeAB(
+                self.task,
+                nodes[0].source,
+                nodes[0].id,
+                rep_ms=rep_ms,
+                noise_check=True,
+                seed=self.seed,
+                rivals=[n.source for n in nodes[1:]],
+            )
             try:
                 answer = self._timed_call(req)
             except WorkerDied:

@@ -4,9 +4,9 @@ compiler reported it."""
 
 from __future__ import annotations
 
-from ..evaluate.messages import CompiledFacts
 from ..api.diff import diff_counts, unified_diff  # noqa: F401  (re-exported for the search)
 from ..api.results import CaseValue
+from ..evaluate.messages import CompiledFacts
 
 
 def summarize_diff(diff: str) -> str:
@@ -29,26 +29,44 @@ def compiled_changes(before: CompiledFacts | None, after: CompiledFacts | None) 
         out.append(f"global loads {_loads(before)} -> {_loads(after)}")
     if before.n_regs != after.n_regs and before.n_regs and after.n_regs:
         out.append(f"registers/thread {before.n_regs} -> {after.n_regs}")
-    if before.occupancy is not None and after.occupancy is not None and abs(before.occupancy - after.occupancy) > 0.01:
+    if (
+        before.occupancy is not None
+        and after.occupancy is not None
+        and abs(before.occupancy - after.occupancy) > 0.01
+    ):
         out.append(f"theoretical occupancy {before.occupancy:.0%} -> {after.occupancy:.0%}")
     if (before.num_warps, before.num_stages) != (after.num_warps, after.num_stages):
-        out.append(f"warps/stages {before.num_warps}/{before.num_stages} -> {after.num_warps}/{after.num_stages}")
+        out.append(
+            f"warps/stages {before.num_warps}/{before.num_stages} -> {after.num_warps}/{after.num_stages}"
+        )
     if (after.n_spills or 0) > (before.n_spills or 0):
         out.append(f"spills {before.n_spills or 0} -> {after.n_spills} bytes/thread")
     return out
 
 
-def explain(description: str, diff: str, per_case: list[CaseValue], measured: bool, speedup: float,
-            compiled: list[str]) -> str:
+def explain(
+    description: str,
+    diff: str,
+    per_case: list[CaseValue],
+    measured: bool,
+    speedup: float,
+    compiled: list[str],
+) -> str:
     kind = "measured" if measured else "estimated by the static cost model (no GPU here)"
     lines = [f"**What changed** ({summarize_diff(diff)}): {description}.", ""]
     if compiled:
         lines += ["**Compiled view** (sm_90): " + "; ".join(compiled) + ".", ""]
-    lines += [f"**Speedup**: {speedup:.2f}x geometric mean over {len(per_case)} cases, {kind}.", "",
-              "| case | before (us) | after (us) | speedup |", "|---|---:|---:|---:|"]
+    lines += [
+        f"**Speedup**: {speedup:.2f}x geometric mean over {len(per_case)} cases, {kind}.",
+        "",
+        "| case | before (us) | after (us) | speedup |",
+        "|---|---:|---:|---:|",
+    ]
     for c in per_case:
         mark = f" ({c.verdict})" if c.verdict and c.verdict != "faster" else ""
-        lines.append(f"| {c.label} | {c.baseline_us:.1f} | {c.value_us:.1f} | {c.speedup:.2f}x{mark} |")
+        lines.append(
+            f"| {c.label} | {c.baseline_us:.1f} | {c.value_us:.1f} | {c.speedup:.2f}x{mark} |"
+        )
     slower = [c.label for c in per_case if c.speedup < 1 and (c.verdict in (None, "slower"))]
     if slower:
         lines += ["", f"**Not faster on**: {', '.join(slower)}."]

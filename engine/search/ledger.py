@@ -23,7 +23,9 @@ class Ledger:
         self.trajectory: list[TrajectoryPoint] = []
         self.notes: list[str] = []
         self.rung_seconds: dict[str, float] = {}
-        self.stage_seconds: dict[str, list[float]] = {}  # "rung/stage" -> [seconds, of which JIT, runs]
+        self.stage_seconds: dict[
+            str, list[float]
+        ] = {}  # "rung/stage" -> [seconds, of which JIT, runs]
 
     def stage(self, rung: str) -> None:
         """One more candidate reached `rung`."""
@@ -47,11 +49,23 @@ class Ledger:
             spent[2] += 1
 
     def admit(self, node: Node) -> None:
-        self.store.add_candidate(self.key, node.id, node.source, node.origin, node.parent, node.description,
-                                 node.llm)
+        self.store.add_candidate(
+            self.key, node.id, node.source, node.origin, node.parent, node.description, node.llm
+        )
 
-    def end(self, node: Node, outcome: str, rung: str, *, score: float | None, best: float,
-            reason: str | None = None, message: str = "", passed: bool = False, details=None) -> None:
+    def end(
+        self,
+        node: Node,
+        outcome: str,
+        rung: str,
+        *,
+        score: float | None,
+        best: float,
+        reason: str | None = None,
+        message: str = "",
+        passed: bool = False,
+        details=None,
+    ) -> None:
         """A node's last rung: its outcome counted, stored and put on the trajectory. A cancel is
         no verdict on the candidate: it is `not-run`, and a resumed search tries it again."""
         if reason == "cancelled":
@@ -60,16 +74,32 @@ class Ledger:
         node.outcome = outcome
         key = outcome if outcome == "verified" else f"{rung}:{reason or outcome}"
         self.counts.per_outcome[key] = self.counts.per_outcome.get(key, 0) + 1
-        self.store.record_outcome(self.key, node.id, self.device, rung, passed, reason, message, details)
+        self.store.record_outcome(
+            self.key, node.id, self.device, rung, passed, reason, message, details
+        )
         spent = self.meter.tick()
-        self.trajectory.append(TrajectoryPoint(spent.wall_s, node.id, node.origin, key, score, best,
-                                               round(spent.gpu_s, 3)))
+        self.trajectory.append(
+            TrajectoryPoint(
+                spent.wall_s, node.id, node.origin, key, score, best, round(spent.gpu_s, 3)
+            )
+        )
 
     def measurements(self, node: Node, per_case: list[CaseValue]) -> None:
         for cv in per_case:
-            self.store.record_measurement(self.key, node.id, self.device, cv.label, node.timing is not None,
-                                          cv.baseline_us, cv.value_us, cv.speedup, {"verdict": cv.verdict})
+            self.store.record_measurement(
+                self.key,
+                node.id,
+                self.device,
+                cv.label,
+                node.timing is not None,
+                cv.baseline_us,
+                cv.value_us,
+                cv.speedup,
+                {"verdict": cv.verdict},
+            )
 
     def verified_at(self, node_id: str | None) -> TrajectoryPoint | None:
         """The trajectory point where a variant was verified (None: resumed from the store)."""
-        return next((p for p in self.trajectory if p.candidate == node_id and p.outcome == "verified"), None)
+        return next(
+            (p for p in self.trajectory if p.candidate == node_id and p.outcome == "verified"), None
+        )

@@ -112,6 +112,11 @@ class Meter:
     def fraction(self) -> float:
         """How much of the budget is spent, by whichever limit is nearest (for progress bars)."""
         b, s = self.budget, self.tick()
-        return min(1.0, max(s.wall_s / b.wall_s,
-                            (s.candidates / b.max_candidates) if b.max_candidates else 0.0,
-                            (s.gpu_s / b.gpu_s) if b.gpu_s else 0.0))
+        return min(
+            1.0,
+            max(
+                s.wall_s / b.wall_s,
+                (s.candidates / b.max_candidates) if b.max_candidates else 0.0,
+                (s.gpu_s / b.gpu_s) if b.gpu_s else 0.0,
+            ),
+        )

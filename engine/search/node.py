@@ -9,8 +9,18 @@ from ..evaluate import messages as m
 # Rewrites that tune a kernel without changing how its work is laid out: a variant's structure
 # is what remains. Counting them as structures would give every tuned chain of the best layout
 # a parent slot of its own, and crowd out other layouts that need tuning before they win.
-TUNING_STEPS = frozenset({"original", "config", "loop-stages", "hints", "int64-offsets", "launcher-cleanup",
-                          "autotune", "exp2"})
+TUNING_STEPS = frozenset(
+    {
+        "original",
+        "config",
+        "loop-stages",
+        "hints",
+        "int64-offsets",
+        "launcher-cleanup",
+        "autotune",
+        "exp2",
+    }
+)
 
 # Tuning steps that depend on neither the tiling nor the structure and propose one variant each:
 # one that made some variant faster is worth trying on the best before the search ends.

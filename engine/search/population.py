@@ -50,12 +50,23 @@ class Population:
     def per_case(self, node: Node) -> list[CaseValue]:
         timing = node.timing or node.quick_timing
         if timing is not None:
-            return [CaseValue(c.label, c.baseline_ms * 1000, c.candidate_ms * 1000, c.speedup, c.verdict, c.p_value)
-                    for c in timing.cases]
+            return [
+                CaseValue(
+                    c.label,
+                    c.baseline_ms * 1000,
+                    c.candidate_ms * 1000,
+                    c.speedup,
+                    c.verdict,
+                    c.p_value,
+                )
+                for c in timing.cases
+            ]
         if node.estimate_us is not None and len(node.estimate_us) == len(self.baseline_est):
             labels = self.labels or [f"case {i}" for i in range(len(node.estimate_us))]
-            return [CaseValue(label, b, v, b / v if v else 0.0)
-                    for label, b, v in zip(labels, self.baseline_est, node.estimate_us)]
+            return [
+                CaseValue(label, b, v, b / v if v else 0.0)
+                for label, b, v in zip(labels, self.baseline_est, node.estimate_us)
+            ]
         return []
 
     def case_speedups(self, node: Node) -> list[float]:
@@ -72,8 +83,15 @@ class Population:
             if c.label not in ref or c.baseline_ms <= 0 or c.candidate_ms <= 0:
                 return t
             k = ref[c.label] / 1000 / c.baseline_ms
-            cases.append(msgspec.structs.replace(c, baseline_ms=ref[c.label] / 1000, speedup=c.speedup * k,
-                                                 ci_low=c.ci_low * k, ci_high=c.ci_high * k))
+            cases.append(
+                msgspec.structs.replace(
+                    c,
+                    baseline_ms=ref[c.label] / 1000,
+                    speedup=c.speedup * k,
+                    ci_low=c.ci_low * k,
+                    ci_high=c.ci_high * k,
+                )
+            )
         return msgspec.structs.replace(t, cases=cases, speedup=geomean([c.speedup for c in cases]))
 
     # -- the best -------------------------------------------------------------------------------
@@ -97,15 +115,22 @@ class Population:
         comparable with a measurement), estimates on the CPU. On a GPU the ingredients include
         candidates only quick-timed: a variant that loses on average may win one shape, and the
         dispatching variant is fully verified and timed as a whole."""
-        return [n for n in self.nodes.values() if n.id != "original" and not n.dispatch
-                and ((n.timing is not None or n.quick_timing is not None) if self.gpu else n.verified)
-                and n.outcome in ("verified", "stone", "pruned")]
+        return [
+            n
+            for n in self.nodes.values()
+            if n.id != "original"
+            and not n.dispatch
+            and ((n.timing is not None or n.quick_timing is not None) if self.gpu else n.verified)
+            and n.outcome in ("verified", "stone", "pruned")
+        ]
 
     def per_shape_best(self) -> float:
         """The geomean over cases of the best speedup on each case among the dispatch
         ingredients: what a dispatching variant could reach."""
         n_cases = len(self.labels)
-        rows = [v for n in self.dispatch_ingredients() if len(v := self.case_speedups(n)) == n_cases]
+        rows = [
+            v for n in self.dispatch_ingredients() if len(v := self.case_speedups(n)) == n_cases
+        ]
         if not rows or not n_cases:
             return 0.0
         return geomean([max(max(r[i] for r in rows), 1e-9) for i in range(n_cases)])
@@ -124,7 +149,11 @@ class Population:
         for node in self.nodes.values():
             parent = self.nodes.get(node.parent or "")
             score = self.score(node) if node.expandable else None
-            if parent is not None and score is not None and score > (self.score(parent) or 1.0) * (1 + IMPROVEMENT):
+            if (
+                parent is not None
+                and score is not None
+                and score > (self.score(parent) or 1.0) * (1 + IMPROVEMENT)
+            ):
                 proven.add(node.chain.last)
         return proven
 

@@ -54,8 +54,12 @@ class Prewarm:
         """Dry-run `source` on `stages`' inputs, then compile every specialisation whose key is not
         in `known` (already compiled). The future resolves, never raises, when all are done."""
         done: Future = Future()
-        spec = self._ex.submit(self._on_a_worker, m.Specialize(self.task, source, self.seed, stages), DRY_RUN_TIMEOUT_S)
-        spec.add_done_callback(lambda f: self._compile(source, None if f.cancelled() else f.result(), known, done))
+        spec = self._ex.submit(
+            self._on_a_worker, m.Specialize(self.task, source, self.seed, stages), DRY_RUN_TIMEOUT_S
+        )
+        spec.add_done_callback(
+            lambda f: self._compile(source, None if f.cancelled() else f.result(), known, done)
+        )
         return done
 
     def _compile(self, source: str, spec, known: set[str], done: Future) -> None:
@@ -83,8 +87,11 @@ class Prewarm:
 
         for rec in records.values():
             try:
-                job = self._ex.submit(self._on_a_worker, m.Compile(source, self.task.file, [rec], sass=False),
-                                      COMPILE_TIMEOUT_S)
+                job = self._ex.submit(
+                    self._on_a_worker,
+                    m.Compile(source, self.task.file, [rec], sass=False),
+                    COMPILE_TIMEOUT_S,
+                )
             except RuntimeError:  # closed: the search has ended
                 done.set_result(0)
                 return

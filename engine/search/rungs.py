@@ -34,8 +34,14 @@ VERIFY_S_GPU = 3.0
 
 
 class Ladder:
-    def __init__(self, ev: Evaluator, original: str, cancel: threading.Event,
-                 emit: Callable[[str, str], None], exhaustive: bool = False):
+    def __init__(
+        self,
+        ev: Evaluator,
+        original: str,
+        cancel: threading.Event,
+        emit: Callable[[str, str], None],
+        exhaustive: bool = False,
+    ):
         """`exhaustive`: every admitted candidate at full fidelity (no halving, no quick timing),
         to measure what the coarse-to-fine ladder saves."""
         self.ev, self.pop, self.ledger, self.meter = ev, ev.pop, ev.ledger, ev.meter
@@ -88,7 +94,9 @@ class Ladder:
             return []
         if not force:
             per = self.compile_s_per_candidate or DEFAULT_COMPILE_S
-            room = self.meter.left_s() - selection.MIN_KEEP * (VERIFY_S_GPU if self.ev.gpu else VERIFY_S_CPU)
+            room = self.meter.left_s() - selection.MIN_KEEP * (
+                VERIFY_S_GPU if self.ev.gpu else VERIFY_S_CPU
+            )
             fit = max(selection.MIN_KEEP, int(room * len(self.ev.compile_devices) / per))
             for node in runnable[fit:]:
                 node.outcome = "not-run"
@@ -97,13 +105,17 @@ class Ladder:
         t0 = time.monotonic()
         with self.ledger.timed("compile"):
             self.ev.compile_all(runnable)
-        self.compile_s_per_candidate = (time.monotonic() - t0) * len(self.ev.compile_devices) / len(runnable)
+        self.compile_s_per_candidate = (
+            (time.monotonic() - t0) * len(self.ev.compile_devices) / len(runnable)
+        )
         ranked = []
         for node in runnable:
             self.ledger.stage("compile")
             failed = [f for facts in node.facts.values() for f in facts.values() if not f.ok]
             if node.outcome.startswith("compile-died"):
-                self.ev.end(node, "rejected", "compile", node.outcome.split(":")[1], "compiler worker died")
+                self.ev.end(
+                    node, "rejected", "compile", node.outcome.split(":")[1], "compiler worker died"
+                )
             elif failed:
                 self.ev.end(node, "rejected", "compile", "compile-error", failed[0].error or "")
             else:
@@ -114,16 +126,31 @@ class Ladder:
     def rank(self, ranked: list[Node]) -> list[Node]:
         """Successive halving by the estimator's rank."""
         ranked.sort(key=lambda n: (-(self.pop.estimated_speedup(n) or 0.0), n.id))
-        keep = len(ranked) if self.exhaustive else max(selection.MIN_KEEP,
-                                                       math.ceil(len(ranked) * selection.KEEP_AFTER_ESTIMATE))
+        keep = (
+            len(ranked)
+            if self.exhaustive
+            else max(selection.MIN_KEEP, math.ceil(len(ranked) * selection.KEEP_AFTER_ESTIMATE))
+        )
         survivors, dropped = selection.halve(ranked, keep, self.pop.case_speedups)
         for node in dropped:
-            self.ev.end(node, "pruned", "estimate", "ranked-out", "the cost model ranked it below the kept half",
-                        details={"estimate_us": node.estimate_us})
+            self.ev.end(
+                node,
+                "pruned",
+                "estimate",
+                "ranked-out",
+                "the cost model ranked it below the kept half",
+                details={"estimate_us": node.estimate_us},
+            )
         return survivors
 
-    def correctness(self, node: Node, rung: str, stages: list[str], force: bool,
-                    warm: dict[str, Future] | None = None) -> m.HarnessResult | None:
+    def correctness(
+        self,
+        node: Node,
+        rung: str,
+        stages: list[str],
+        force: bool,
+        warm: dict[str, Future] | None = None,
+    ) -> m.HarnessResult | None:
         """One correctness rung for one candidate: its result when accepted; None when time ran
         out (the candidate is `not-run`) or it was rejected (recorded). `warm`: the node's
         ahead-of-time compiles, awaited first."""
@@ -141,7 +168,9 @@ class Ladder:
 
     def smoke(self, survivors: list[Node], force: bool) -> list[Node]:
         warm = self.ev.prewarm_all(survivors, ["smoke"])
-        return [n for n in survivors if self.correctness(n, "smoke", ["smoke"], force, warm) is not None]
+        return [
+            n for n in survivors if self.correctness(n, "smoke", ["smoke"], force, warm) is not None
+        ]
 
     def quick(self, smoked: list[Node], force: bool) -> list[Node]:
         """Quick timing on every case (variants are often shape-dependent), halving, then the
@@ -157,20 +186,38 @@ class Ladder:
                 node.quick_timing = t
                 timed.append(node)
         timed.sort(key=lambda n: (-(n.quick or 0.0), n.id))
-        kept, dropped = selection.halve(timed, max(selection.MIN_KEEP - 1,
-                                                   math.ceil(len(timed) * selection.KEEP_AFTER_QUICK)),
-                                        self.pop.case_speedups)
+        kept, dropped = selection.halve(
+            timed,
+            max(selection.MIN_KEEP - 1, math.ceil(len(timed) * selection.KEEP_AFTER_QUICK)),
+            self.pop.case_speedups,
+        )
         for node in dropped:
-            self.ev.end(node, "pruned", "quick", "ranked-out", f"quick timing {node.quick:.3f}x: below the kept half")
+            self.ev.end(
+                node,
+                "pruned",
+                "quick",
+                "ranked-out",
+                f"quick timing {node.quick:.3f}x: below the kept half",
+            )
         if force:  # a forced candidate (the dispatching variant) always gets its full verdict
             return kept
-        contenders, behind, below = selection.split_stones(kept, self.pop.best_speedup, self.ties_first)
+        contenders, behind, below = selection.split_stones(
+            kept, self.pop.best_speedup, self.ties_first
+        )
         margin, top = selection.STONE_MARGIN, selection.FULL_AFTER_QUICK
         for node in behind + below:
-            why = (f"within {margin:.0%} of the lead, behind the {top} fastest" if node in behind
-                   else f"more than {margin:.0%} below the lead")
-            self.ev.end(node, "stone", "quick", "below-lead",
-                        f"quick timing {node.quick:.3f}x, {why}: expanded as a stepping stone, not fully verified")
+            why = (
+                f"within {margin:.0%} of the lead, behind the {top} fastest"
+                if node in behind
+                else f"more than {margin:.0%} below the lead"
+            )
+            self.ev.end(
+                node,
+                "stone",
+                "quick",
+                "below-lead",
+                f"quick timing {node.quick:.3f}x, {why}: expanded as a stepping stone, not fully verified",
+            )
         return contenders
 
     def ties_first(self, nodes: list[Node]) -> list[Node]:

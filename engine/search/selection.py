@@ -19,7 +19,9 @@ KEEP_AFTER_QUICK = 0.5  # ... and after quick timing (GPU)
 MIN_KEEP = 3
 STAGNATION_GENERATIONS = 2
 STONE_MARGIN = 0.1  # quick-timed more than 10% below the lead: a stepping stone, not fully verified
-FULL_AFTER_QUICK = 2  # the most quick-timed candidates of a generation that go on to the full harness
+FULL_AFTER_QUICK = (
+    2  # the most quick-timed candidates of a generation that go on to the full harness
+)
 
 PerCase = Callable[[Node], list[float]]
 
@@ -36,7 +38,9 @@ def case_leaders(nodes: list[Node], per_case: PerCase) -> list[Node]:
     return leaders
 
 
-def halve(ranked: list[Node], keep: int, per_case: PerCase | None = None) -> tuple[list[Node], list[Node]]:
+def halve(
+    ranked: list[Node], keep: int, per_case: PerCase | None = None
+) -> tuple[list[Node], list[Node]]:
     """Successive halving (kept, dropped) that keeps, beside the top `keep`, the best of every
     mutator and of every structure (autotuned or not): a rewrite that is modest alone or slower
     until tuned composes with the others, and a structure's tuning goes on while another leads.
@@ -53,7 +57,11 @@ def halve(ranked: list[Node], keep: int, per_case: PerCase | None = None) -> tup
     by_kind: dict[tuple, list[Node]] = {}
     for node in ranked:
         by_kind.setdefault(kind(node), []).append(node)
-    leaders = {n.id for group in by_kind.values() for n in case_leaders(group, per_case)} if per_case else set()
+    leaders = (
+        {n.id for group in by_kind.values() for n in case_leaders(group, per_case)}
+        if per_case
+        else set()
+    )
     for node in ranked[keep:]:
         last, shape = node.chain.last, kind(node)
         if last not in last_steps or shape not in structures or node.id in leaders:
@@ -65,8 +73,9 @@ def halve(ranked: list[Node], keep: int, per_case: PerCase | None = None) -> tup
     return kept, dropped
 
 
-def split_stones(kept: list[Node], best: float, order: Callable[[list[Node]], list[Node]] = lambda nodes: nodes
-                 ) -> tuple[list[Node], list[Node], list[Node]]:
+def split_stones(
+    kept: list[Node], best: float, order: Callable[[list[Node]], list[Node]] = lambda nodes: nodes
+) -> tuple[list[Node], list[Node], list[Node]]:
     """(contenders, stones near the lead, stones below it) among quick-timed candidates, `kept`
     fastest first: a contender is within STONE_MARGIN of the lead (the best so far or the best
     quick timing) and among the first FULL_AFTER_QUICK in `order` (ties with the fastest first,
@@ -84,8 +93,11 @@ def noise_floor(timing: m.TimingResult | None) -> float:
     return max((c.noise_floor for c in timing.cases), default=0.0) if timing else 0.0
 
 
-def tied_first(scored: list[tuple[float, Node]], noise: Callable[[Node], float],
-               simpler: Callable[[Node], tuple]) -> list[tuple[float, Node]]:
+def tied_first(
+    scored: list[tuple[float, Node]],
+    noise: Callable[[Node], float],
+    simpler: Callable[[Node], tuple],
+) -> list[tuple[float, Node]]:
     """(speedup, node) pairs, those tied with the fastest first, in `simpler` order, then the
     rest fastest first. Tied: within the larger of the two noise floors. Between tied variants
     the measured order is noise; an order that does not change from run to run makes a search
@@ -139,9 +151,11 @@ def progressed(pop: Population, before: Standing) -> bool:
     (what a dispatch could reach), or a structure already seen that got better, each by
     IMPROVEMENT. A structure still climbing is not stagnation."""
     now = pop.structure_bests()
-    return (pop.best_speedup > before.best * (1 + IMPROVEMENT)
-            or pop.per_shape_best() > before.per_shape * (1 + IMPROVEMENT)
-            or any(now.get(k, 0.0) > v * (1 + IMPROVEMENT) for k, v in before.structures.items()))
+    return (
+        pop.best_speedup > before.best * (1 + IMPROVEMENT)
+        or pop.per_shape_best() > before.per_shape * (1 + IMPROVEMENT)
+        or any(now.get(k, 0.0) > v * (1 + IMPROVEMENT) for k, v in before.structures.items())
+    )
 
 
 def simplicity_key(pop: Population, original: str, task: Task) -> Callable[[Node], tuple]:
@@ -158,5 +172,9 @@ def simplicity_key(pop: Population, original: str, task: Task) -> Callable[[Node
 
 def ties_first(nodes: list[Node], simpler: Callable[[Node], tuple]) -> list[Node]:
     """Quick-timed nodes, those tied with the fastest first (`tied_first`)."""
-    return [n for _, n in tied_first([(n.quick or 0.0, n) for n in nodes], lambda n: noise_floor(n.quick_timing),
-                                     simpler)]
+    return [
+        n
+        for _, n in tied_first(
+            [(n.quick or 0.0, n) for n in nodes], lambda n: noise_floor(n.quick_timing), simpler
+        )
+    ]

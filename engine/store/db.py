@@ -123,7 +123,9 @@ class Store:
                 self._create(conn)
             elif version != SCHEMA_VERSION:
                 conn.close()
-                return self._rebuild(f"it has schema version {version}, this KernelBrain uses {SCHEMA_VERSION}")
+                return self._rebuild(
+                    f"it has schema version {version}, this KernelBrain uses {SCHEMA_VERSION}"
+                )
             else:
                 conn.execute("PRAGMA quick_check").fetchone()
             conn.executescript(ADDITIVE)
@@ -139,9 +141,13 @@ class Store:
 
     @staticmethod
     def _version(conn: sqlite3.Connection) -> int | None:
-        has_meta = conn.execute("SELECT name FROM sqlite_master WHERE type='table' AND name='meta'").fetchone()
+        has_meta = conn.execute(
+            "SELECT name FROM sqlite_master WHERE type='table' AND name='meta'"
+        ).fetchone()
         if not has_meta:
-            tables = conn.execute("SELECT count(*) FROM sqlite_master WHERE type='table'").fetchone()[0]
+            tables = conn.execute(
+                "SELECT count(*) FROM sqlite_master WHERE type='table'"
+            ).fetchone()[0]
             if tables:
                 raise sqlite3.DatabaseError("tables from another program and no KernelBrain schema")
             return None
@@ -160,8 +166,11 @@ class Store:
             p = Path(str(self.path) + suffix)
             if p.exists():
                 p.replace(Path(str(aside) + suffix))
-        self.notice = StoreNotice(f"KernelBrain moved its results database aside because {why}; "
-                                  f"a new one was started (old file: {aside.name})", str(aside))
+        self.notice = StoreNotice(
+            f"KernelBrain moved its results database aside because {why}; "
+            f"a new one was started (old file: {aside.name})",
+            str(aside),
+        )
         conn = self._connect()
         self._create(conn)
         conn.executescript(ADDITIVE)
@@ -176,62 +185,131 @@ class Store:
             return self._conn.execute(sql, args)
 
     # -- candidates and outcomes ---------------------------------------------------------------
-    def add_candidate(self, key: str, cid: str, source: str, origin: str, parent: str | None,
-                      description: str, llm: bool) -> None:
-        self._exec("INSERT OR IGNORE INTO candidates VALUES (?,?,?,?,?,?,?,?)",
-                   (cid, key, source, origin, parent, description, int(llm), time.time()))
+    def add_candidate(
+        self,
+        key: str,
+        cid: str,
+        source: str,
+        origin: str,
+        parent: str | None,
+        description: str,
+        llm: bool,
+    ) -> None:
+        self._exec(
+            "INSERT OR IGNORE INTO candidates VALUES (?,?,?,?,?,?,?,?)",
+            (cid, key, source, origin, parent, description, int(llm), time.time()),
+        )
 
     def candidate(self, key: str, cid: str) -> dict | None:
-        row = self._exec("SELECT id, source, origin, parent, description, llm FROM candidates "
-                         "WHERE kernel_key=? AND id=?", (key, cid)).fetchone()
+        row = self._exec(
+            "SELECT id, source, origin, parent, description, llm FROM candidates "
+            "WHERE kernel_key=? AND id=?",
+            (key, cid),
+        ).fetchone()
         if row is None:
             return None
         return dict(zip(("id", "source", "origin", "parent", "description", "llm"), row))
 
-    def record_outcome(self, key: str, cid: str, device: str, rung: str, passed: bool, reason: str | None,
-                       message: str, details: Any = None) -> None:
-        self._exec("INSERT OR REPLACE INTO outcomes VALUES (?,?,?,?,?,?,?,?,?)",
-                   (key, cid, device, rung, int(passed), reason, message, _dumps(details), time.time()))
+    def record_outcome(
+        self,
+        key: str,
+        cid: str,
+        device: str,
+        rung: str,
+        passed: bool,
+        reason: str | None,
+        message: str,
+        details: Any = None,
+    ) -> None:
+        self._exec(
+            "INSERT OR REPLACE INTO outcomes VALUES (?,?,?,?,?,?,?,?,?)",
+            (key, cid, device, rung, int(passed), reason, message, _dumps(details), time.time()),
+        )
 
     def outcomes(self, key: str, device: str) -> dict[str, dict[str, dict]]:
         """candidate id -> rung -> {passed, reason, message, details}."""
         out: dict[str, dict[str, dict]] = {}
         for cid, rung, passed, reason, message, details in self._exec(
-                "SELECT candidate_id, rung, passed, reason, message, details FROM outcomes "
-                "WHERE kernel_key=? AND device=?", (key, device)):
-            out.setdefault(cid, {})[rung] = {"passed": bool(passed), "reason": reason, "message": message,
-                                            "details": json.loads(details)}
+            "SELECT candidate_id, rung, passed, reason, message, details FROM outcomes "
+            "WHERE kernel_key=? AND device=?",
+            (key, device),
+        ):
+            out.setdefault(cid, {})[rung] = {
+                "passed": bool(passed),
+                "reason": reason,
+                "message": message,
+                "details": json.loads(details),
+            }
         return out
 
-    def record_measurement(self, key: str, cid: str, device: str, case: str, measured: bool,
-                           baseline: float | None, value: float, speedup: float | None, details: Any = None) -> None:
-        self._exec("INSERT OR REPLACE INTO measurements VALUES (?,?,?,?,?,?,?,?,?,?)",
-                   (key, cid, device, case, int(measured), baseline, value, speedup, _dumps(details), time.time()))
+    def record_measurement(
+        self,
+        key: str,
+        cid: str,
+        device: str,
+        case: str,
+        measured: bool,
+        baseline: float | None,
+        value: float,
+        speedup: float | None,
+        details: Any = None,
+    ) -> None:
+        self._exec(
+            "INSERT OR REPLACE INTO measurements VALUES (?,?,?,?,?,?,?,?,?,?)",
+            (
+                key,
+                cid,
+                device,
+                case,
+                int(measured),
+                baseline,
+                value,
+                speedup,
+                _dumps(details),
+                time.time(),
+            ),
+        )
 
     def measurements(self, key: str, cid: str, device: str) -> list[dict]:
         cols = ("case_label", "measured", "baseline", "value", "speedup", "details")
-        return [dict(zip(cols, r)) | {"details": json.loads(r[5]), "measured": bool(r[1])} for r in self._exec(
-            f"SELECT {', '.join(cols)} FROM measurements WHERE kernel_key=? AND candidate_id=? AND device=? "
-            "ORDER BY rowid", (key, cid, device))]
+        return [
+            dict(zip(cols, r)) | {"details": json.loads(r[5]), "measured": bool(r[1])}
+            for r in self._exec(
+                f"SELECT {', '.join(cols)} FROM measurements WHERE kernel_key=? AND candidate_id=? AND device=? "
+                "ORDER BY rowid",
+                (key, cid, device),
+            )
+        ]
 
     # -- ceilings ------------------------------------------------------------------------------
-    def save_ceilings(self, device_key: str, copy_gbps: float, bf16_tflops: float, measured_at: str) -> None:
-        self._exec("INSERT OR REPLACE INTO ceilings VALUES (?,?,?,?)", (device_key, copy_gbps, bf16_tflops, measured_at))
+    def save_ceilings(
+        self, device_key: str, copy_gbps: float, bf16_tflops: float, measured_at: str
+    ) -> None:
+        self._exec(
+            "INSERT OR REPLACE INTO ceilings VALUES (?,?,?,?)",
+            (device_key, copy_gbps, bf16_tflops, measured_at),
+        )
 
     def ceilings(self, device_key: str) -> dict | None:
-        row = self._exec("SELECT copy_gbps, bf16_tflops, measured_at FROM ceilings WHERE device_key=?",
-                         (device_key,)).fetchone()
+        row = self._exec(
+            "SELECT copy_gbps, bf16_tflops, measured_at FROM ceilings WHERE device_key=?",
+            (device_key,),
+        ).fetchone()
         return dict(zip(("copy_gbps", "bf16_tflops", "measured_at"), row)) if row else None
 
     # -- search history --------------------------------------------------------------------------
     def start_search(self, key: str, file: str, kernel: str, device: str) -> int:
-        cur = self._exec("INSERT INTO searches (kernel_key, file, kernel, device, started, status) VALUES (?,?,?,?,?,?)",
-                         (key, file, kernel, device, time.time(), "running"))
+        cur = self._exec(
+            "INSERT INTO searches (kernel_key, file, kernel, device, started, status) VALUES (?,?,?,?,?,?)",
+            (key, file, kernel, device, time.time(), "running"),
+        )
         return int(cur.lastrowid)
 
     def finish_search(self, search_id: int, status: str, result: Any) -> None:
-        self._exec("UPDATE searches SET finished=?, status=?, result=? WHERE id=?",
-                   (time.time(), status, _dumps(result), search_id))
+        self._exec(
+            "UPDATE searches SET finished=?, status=?, result=? WHERE id=?",
+            (time.time(), status, _dumps(result), search_id),
+        )
 
     def searches(self, file: str | None = None, kernel: str | None = None) -> Iterator[dict]:
         sql = "SELECT id, kernel_key, file, kernel, device, started, finished, status, result FROM searches"
@@ -239,7 +317,17 @@ class Store:
         if file is not None:
             sql += " WHERE file=?" + (" AND kernel=?" if kernel else "")
             args = (file, kernel) if kernel else (file,)
-        cols = ("id", "kernel_key", "file", "kernel", "device", "started", "finished", "status", "result")
+        cols = (
+            "id",
+            "kernel_key",
+            "file",
+            "kernel",
+            "device",
+            "started",
+            "finished",
+            "status",
+            "result",
+        )
         for row in self._exec(sql + " ORDER BY id", args):
             rec = dict(zip(cols, row))
             rec["result"] = json.loads(rec["result"]) if rec["result"] else None
@@ -247,11 +335,15 @@ class Store:
 
     # -- profiles (kernelbrain profile) --------------------------------------------------------
     def save_profile(self, script: str, total_us: float, rows: list[dict]) -> None:
-        self._exec("INSERT INTO profiles (script, created, total_us, rows) VALUES (?,?,?,?)",
-                   (script, time.time(), total_us, _dumps(rows)))
+        self._exec(
+            "INSERT INTO profiles (script, created, total_us, rows) VALUES (?,?,?,?)",
+            (script, time.time(), total_us, _dumps(rows)),
+        )
 
     def latest_profile(self) -> dict | None:
-        row = self._exec("SELECT script, created, total_us, rows FROM profiles ORDER BY id DESC LIMIT 1").fetchone()
+        row = self._exec(
+            "SELECT script, created, total_us, rows FROM profiles ORDER BY id DESC LIMIT 1"
+        ).fetchone()
         if row is None:
             return None
         return {"script": row[0], "created": row[1], "total_us": row[2], "rows": json.loads(row[3])}
@@ -265,7 +357,11 @@ class Store:
         return None
 
     def latest_result(self, file: str, kernel: str) -> dict | None:
-        done = [s for s in self.searches(file, kernel) if s["status"] in ("finished", "cancelled") and s["result"]]
+        done = [
+            s
+            for s in self.searches(file, kernel)
+            if s["status"] in ("finished", "cancelled") and s["result"]
+        ]
         return done[-1] if done else None
 
 

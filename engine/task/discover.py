@@ -84,11 +84,20 @@ def harness_config(file: str | Path, kernel: str, source: str | None = None) -> 
     task), without parsing the file: cheap enough for the editor to ask on every analysis."""
     path = Path(file).resolve()
     for config in config_files(path):
-        if any((config.parent / s.file).resolve() == path and s.kernel == kernel for s in _cached_specs(config)):
+        if any(
+            (config.parent / s.file).resolve() == path and s.kernel == kernel
+            for s in _cached_specs(config)
+        ):
             return config
-    if source is not None and all(f"{kw} {name}" in source for kw, name in
-                                  (("class", "Model"), ("class", "ModelNew"), ("def", "get_inputs"),
-                                   ("def", "get_init_inputs"))):
+    if source is not None and all(
+        f"{kw} {name}" in source
+        for kw, name in (
+            ("class", "Model"),
+            ("class", "ModelNew"),
+            ("def", "get_inputs"),
+            ("def", "get_init_inputs"),
+        )
+    ):
         return path
     return None
 
@@ -115,9 +124,13 @@ def _parse_file(path: Path) -> ast.Module:
     try:
         return ast.parse(path.read_text(encoding="utf-8"), str(path))
     except SyntaxError as exc:
-        raise TaskError(f"{_rel(path)}:{exc.lineno}: syntax error: {exc.msg}", "syntax-error") from exc
+        raise TaskError(
+            f"{_rel(path)}:{exc.lineno}: syntax error: {exc.msg}", "syntax-error"
+        ) from exc
     except (UnicodeDecodeError, ValueError) as exc:
-        raise TaskError(f"{_rel(path)}: cannot read as Python source: {exc}", "syntax-error") from exc
+        raise TaskError(
+            f"{_rel(path)}: cannot read as Python source: {exc}", "syntax-error"
+        ) from exc
 
 
 def _resolve_ref(ref: str, file: Path, root: Path) -> tuple[Path, str]:
@@ -129,16 +142,20 @@ def _resolve_ref(ref: str, file: Path, root: Path) -> tuple[Path, str]:
     for c in candidates:
         if c.suffix == ".py" and c.is_file():
             return c.resolve(), name
-    raise TaskError(f"module `{module}` of `{ref}` not found (looked for {', '.join(_rel(c) for c in candidates[:2])})",
-                    "reference-not-found")
+    raise TaskError(
+        f"module `{module}` of `{ref}` not found (looked for {', '.join(_rel(c) for c in candidates[:2])})",
+        "reference-not-found",
+    )
 
 
 def _require_function(path: Path, name: str, role: str) -> ast.FunctionDef:
     fns = _functions(_parse_file(path))
     if name not in fns:
         near = ", ".join(sorted(fns)) or "none"
-        raise TaskError(f"{role} `{name}` not found in {_rel(path)} (top-level functions there: {near})",
-                        f"{role.replace(' ', '-')}-not-found")
+        raise TaskError(
+            f"{role} `{name}` not found in {_rel(path)} (top-level functions there: {near})",
+            f"{role.replace(' ', '-')}-not-found",
+        )
     return fns[name]
 
 
@@ -156,10 +173,17 @@ def find_task(file: str | Path, kernel: str | None = None) -> Task:
         _check_kernel(index, kernel, path)
     for config in config_files(path):
         specs = load_tasks(config)
-        matches = [s for s in specs if (config.parent / s.file).resolve() == path and (kernel is None or s.kernel == kernel)]
+        matches = [
+            s
+            for s in specs
+            if (config.parent / s.file).resolve() == path and (kernel is None or s.kernel == kernel)
+        ]
         if len(matches) > 1 and kernel is None:
             names = ", ".join(s.kernel for s in matches)
-            raise TaskError(f"{_rel(path)} has several harnessed kernels ({names}): say which with FILE::KERNEL", "ambiguous")
+            raise TaskError(
+                f"{_rel(path)} has several harnessed kernels ({names}): say which with FILE::KERNEL",
+                "ambiguous",
+            )
         if matches:
             return _validate(matches[0], path, tree, index, config)
     if is_kernelbench(tree):
@@ -175,7 +199,10 @@ def find_task(file: str | Path, kernel: str | None = None) -> Task:
 def _check_kernel(index, name: str, path: Path) -> None:
     if index.kernel(name) is None:
         found = ", ".join(k.name for k in index.kernels) or "none"
-        raise TaskError(f"kernel `{name}` not found in {_rel(path)} (Triton kernels there: {found})", "kernel-not-found")
+        raise TaskError(
+            f"kernel `{name}` not found in {_rel(path)} (Triton kernels there: {found})",
+            "kernel-not-found",
+        )
 
 
 def _validate(spec: TaskSpec, path: Path, tree: ast.Module, index, config: Path) -> Task:
@@ -187,17 +214,27 @@ def _validate(spec: TaskSpec, path: Path, tree: ast.Module, index, config: Path)
         launchers = index.kernel(spec.kernel).launchers
         top = [l for l in launchers if l in fns]
         if len(top) != 1:
-            why = "no top-level function launches it" if not top else f"{len(top)} functions launch it ({', '.join(top)})"
-            raise TaskError(f"entry omitted for `{spec.kernel}` and {why}: set `entry = \"...\"` in {_rel(config)}",
-                            "entry-not-found")
+            why = (
+                "no top-level function launches it"
+                if not top
+                else f"{len(top)} functions launch it ({', '.join(top)})"
+            )
+            raise TaskError(
+                f'entry omitted for `{spec.kernel}` and {why}: set `entry = "..."` in {_rel(config)}',
+                "entry-not-found",
+            )
         entry = top[0]
     entry_fn = _require_function(path, entry, "entry")
     if spec.reference is None:
-        raise TaskError(f"{_rel(config)}: task for `{spec.kernel}` has no `reference` (a PyTorch function with the entry's signature)",
-                        "reference-not-found")
+        raise TaskError(
+            f"{_rel(config)}: task for `{spec.kernel}` has no `reference` (a PyTorch function with the entry's signature)",
+            "reference-not-found",
+        )
     if spec.inputs is None:
-        raise TaskError(f"{_rel(config)}: task for `{spec.kernel}` has no `inputs` (a function returning a list of argument tuples)",
-                        "inputs-not-found")
+        raise TaskError(
+            f"{_rel(config)}: task for `{spec.kernel}` has no `inputs` (a function returning a list of argument tuples)",
+            "inputs-not-found",
+        )
     ref_path, ref_name = _resolve_ref(spec.reference, path, root)
     ref_fn = _require_function(ref_path, ref_name, "reference")
     (e_params, e_req), (r_params, r_req) = _signature(entry_fn), _signature(ref_fn)
@@ -236,21 +273,42 @@ def _kernelbench_task(path: Path, tree: ast.Module, index, kernel: str | None) -
     launchable = [k.name for k in index.launchable]
     if kernel is None:
         if len(launchable) != 1:
-            raise TaskError(f"{_rel(path)} is a KernelBench task with {len(launchable)} kernels ({', '.join(launchable)}): "
-                            "say which with FILE::KERNEL", "ambiguous")
+            raise TaskError(
+                f"{_rel(path)} is a KernelBench task with {len(launchable)} kernels ({', '.join(launchable)}): "
+                "say which with FILE::KERNEL",
+                "ambiguous",
+            )
         kernel = launchable[0]
     _check_kernel(index, kernel, path)
     classes = _classes(tree)
-    fwd = {c: next((f for f in classes[c].body if isinstance(f, ast.FunctionDef) and f.name == "forward"), None)
-           for c in ("Model", "ModelNew")}
+    fwd = {
+        c: next(
+            (f for f in classes[c].body if isinstance(f, ast.FunctionDef) and f.name == "forward"),
+            None,
+        )
+        for c in ("Model", "ModelNew")
+    }
     for c, f in fwd.items():
         if f is None:
-            raise TaskError(f"KernelBench task {_rel(path)}: class `{c}` has no `forward`", "entry-not-found")
+            raise TaskError(
+                f"KernelBench task {_rel(path)}: class `{c}` has no `forward`", "entry-not-found"
+            )
     if len(_signature(fwd["Model"], True)[0]) != len(_signature(fwd["ModelNew"], True)[0]):
-        raise TaskError(f"KernelBench task {_rel(path)}: `ModelNew.forward` and `Model.forward` take different arguments",
-                        "signature-mismatch")
-    return Task(kind="kernelbench", file=str(path), kernel=kernel, entry="ModelNew", reference_module=str(path),
-                reference="Model", inputs=f"{path}:get_inputs", small_inputs=None, root=str(path.parent))
+        raise TaskError(
+            f"KernelBench task {_rel(path)}: `ModelNew.forward` and `Model.forward` take different arguments",
+            "signature-mismatch",
+        )
+    return Task(
+        kind="kernelbench",
+        file=str(path),
+        kernel=kernel,
+        entry="ModelNew",
+        reference_module=str(path),
+        reference="Model",
+        inputs=f"{path}:get_inputs",
+        small_inputs=None,
+        root=str(path.parent),
+    )
 
 
 def split_target(target: str) -> tuple[Path, str | None]:

@@ -36,12 +36,18 @@ def _entry_for(path: Path, kernel: str) -> ast.FunctionDef:
     k = index.kernel(kernel)
     if k is None:
         found = ", ".join(x.name for x in index.kernels) or "none"
-        raise TaskError(f"kernel `{kernel}` not found in {path} (Triton kernels there: {found})", "kernel-not-found")
+        raise TaskError(
+            f"kernel `{kernel}` not found in {path} (Triton kernels there: {found})",
+            "kernel-not-found",
+        )
     fns = _functions(ast.parse(source))
     launchers = [l for l in k.launchers if l in fns]
     if not launchers:
-        raise TaskError(f"no top-level function in {path.name} launches `{kernel}`: write the launcher "
-                        f"(the function that calls `{kernel}[grid](...)`) first", "entry-not-found")
+        raise TaskError(
+            f"no top-level function in {path.name} launches `{kernel}`: write the launcher "
+            f"(the function that calls `{kernel}[grid](...)`) first",
+            "entry-not-found",
+        )
     return fns[launchers[0]]
 
 
@@ -60,17 +66,17 @@ import torch
 
 def {name}_reference({args}):
     """Same arguments as `{name}`; the expected result, computed in PyTorch."""
-    raise NotImplementedError("{msg.format(fn=name + '_reference', what='a PyTorch reference for ' + name)}")
+    raise NotImplementedError("{msg.format(fn=name + "_reference", what="a PyTorch reference for " + name)}")
 
 
 def {name}_inputs(device="cuda"):
     """Benchmark cases at realistic shapes: a list of argument tuples for `{name}`."""
-    raise NotImplementedError("{msg.format(fn=name + '_inputs', what='benchmark cases at realistic shapes')}")
+    raise NotImplementedError("{msg.format(fn=name + "_inputs", what="benchmark cases at realistic shapes")}")
 
 
 def {name}_small_inputs(device="cpu"):
     """Tiny cases (a few hundred elements) for smoke tests and the CPU interpreter."""
-    raise NotImplementedError("{msg.format(fn=name + '_small_inputs', what='tiny cases for the CPU interpreter')}")
+    raise NotImplementedError("{msg.format(fn=name + "_small_inputs", what="tiny cases for the CPU interpreter")}")
 '''
 
 
@@ -93,7 +99,10 @@ def plan(file: str | Path, kernel: str) -> Scaffold:
         load_tasks(config)  # refuse to append to a config that does not parse
     harness = path.with_name(f"{path.stem}_harness.py")
     if harness.exists():
-        raise TaskError(f"{harness} already exists; remove it or point a [[tasks]] entry at it yourself", "exists")
+        raise TaskError(
+            f"{harness} already exists; remove it or point a [[tasks]] entry at it yourself",
+            "exists",
+        )
     root = config.parent
     rel_file = Path(os.path.relpath(path, root)).as_posix()
     rel_harness = Path(os.path.relpath(harness, root)).as_posix()
@@ -102,9 +111,19 @@ def plan(file: str | Path, kernel: str) -> Scaffold:
         f'reference = "{rel_harness}:{entry.name}_reference"\ninputs = "{rel_harness}:{entry.name}_inputs"\n'
         f'small_inputs = "{rel_harness}:{entry.name}_small_inputs"\n'
     )
-    existing = config.read_text(encoding="utf-8") if config.exists() else "# KernelBrain task harnesses (README: Task harness)\n"
-    return Scaffold(config, harness, entry.name, created, existing.rstrip("\n") + "\n" + block,
-                    _stub_source(rel_file, kernel, entry, harness.name))
+    existing = (
+        config.read_text(encoding="utf-8")
+        if config.exists()
+        else "# KernelBrain task harnesses (README: Task harness)\n"
+    )
+    return Scaffold(
+        config,
+        harness,
+        entry.name,
+        created,
+        existing.rstrip("\n") + "\n" + block,
+        _stub_source(rel_file, kernel, entry, harness.name),
+    )
 
 
 def scaffold(file: str | Path, kernel: str) -> Scaffold:

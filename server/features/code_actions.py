@@ -5,8 +5,8 @@ from __future__ import annotations
 from lsprotocol import types
 from pygls.uris import to_fs_path
 
-from ..shared import NO_HARNESS
 from ..convert import Positions
+from ..shared import NO_HARNESS
 from .code_lens import optimize_command
 
 OPTIMIZE_KIND = "refactor.kernelbrain.optimize"
@@ -28,8 +28,14 @@ def variant_title(kernel: str, variant) -> str:
 def register(server) -> None:
     @server.feature(
         types.TEXT_DOCUMENT_CODE_ACTION,
-        types.CodeActionOptions(code_action_kinds=[types.CodeActionKind.Refactor, types.CodeActionKind.RefactorRewrite,
-                                                   types.CodeActionKind.QuickFix], resolve_provider=False),
+        types.CodeActionOptions(
+            code_action_kinds=[
+                types.CodeActionKind.Refactor,
+                types.CodeActionKind.RefactorRewrite,
+                types.CodeActionKind.QuickFix,
+            ],
+            resolve_provider=False,
+        ),
     )
     def code_action(ls, params: types.CodeActionParams) -> list[types.CodeAction]:
         uri = params.text_document.uri
@@ -39,33 +45,57 @@ def register(server) -> None:
         only = params.context.only
         actions: list[types.CodeAction] = []
         for diag in params.context.diagnostics:
-            if diag.code == NO_HARNESS and _wanted(only, types.CodeActionKind.QuickFix) and isinstance(diag.data, dict):
+            if (
+                diag.code == NO_HARNESS
+                and _wanted(only, types.CodeActionKind.QuickFix)
+                and isinstance(diag.data, dict)
+            ):
                 kernel = diag.data.get("kernel")
-                actions.append(types.CodeAction(
-                    title=f"Create a task harness for `{kernel}`", kind=types.CodeActionKind.QuickFix,
-                    diagnostics=[diag], is_preferred=True,
-                    command=types.Command(title="Create a task harness", command="kernelbrain.initHarness",
-                                          arguments=[uri, kernel])))
+                actions.append(
+                    types.CodeAction(
+                        title=f"Create a task harness for `{kernel}`",
+                        kind=types.CodeActionKind.QuickFix,
+                        diagnostics=[diag],
+                        is_preferred=True,
+                        command=types.Command(
+                            title="Create a task harness",
+                            command="kernelbrain.initHarness",
+                            arguments=[uri, kernel],
+                        ),
+                    )
+                )
         line, col = Positions(ls.open_document(uri)).from_client(params.range.start)
         kernel = state.index.kernel_at(line, col)
         if kernel is None or kernel.is_helper:
             return actions
         if _wanted(only, OPTIMIZE_KIND):
-            actions.append(types.CodeAction(
-                title=f"Optimize kernel `{kernel.name}`", kind=OPTIMIZE_KIND,
-                command=optimize_command(uri, kernel.name, f"Optimize kernel `{kernel.name}`")))
+            actions.append(
+                types.CodeAction(
+                    title=f"Optimize kernel `{kernel.name}`",
+                    kind=OPTIMIZE_KIND,
+                    command=optimize_command(uri, kernel.name, f"Optimize kernel `{kernel.name}`"),
+                )
+            )
         if _wanted(only, VARIANT_KIND):
             current = ls.current_text(uri) or ""
-            for offer in ls.results.offers(to_fs_path(uri), kernel.name, current)[:MAX_VARIANT_ACTIONS]:
+            for offer in ls.results.offers(to_fs_path(uri), kernel.name, current)[
+                :MAX_VARIANT_ACTIONS
+            ]:
                 v = offer.variant
                 action = types.CodeAction(
-                    title=variant_title(kernel.name, v), kind=VARIANT_KIND,
-                    command=types.Command(title="Apply variant", command="kernelbrain.applyVariant",
-                                          arguments=[uri, kernel.name, v.id]),
+                    title=variant_title(kernel.name, v),
+                    kind=VARIANT_KIND,
+                    command=types.Command(
+                        title="Apply variant",
+                        command="kernelbrain.applyVariant",
+                        arguments=[uri, kernel.name, v.id],
+                    ),
                     data={"uri": uri, "kernel": kernel.name, "variant": v.id},
-                    tags=[types.CodeActionTag.LlmGenerated] if v.llm else None)
+                    tags=[types.CodeActionTag.LlmGenerated] if v.llm else None,
+                )
                 if offer.stale:
                     action.disabled = types.CodeActionDisabled(
-                        reason=f"withdrawn: {offer.rebased.reason}; run Optimize again")
+                        reason=f"withdrawn: {offer.rebased.reason}; run Optimize again"
+                    )
                 actions.append(action)
         return actions

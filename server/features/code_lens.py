@@ -16,11 +16,16 @@ def optimize_command(uri: str, kernel: str, title: str = "⚡ Optimize kernel") 
 def lens_title(ls, path: str, kernel: str) -> tuple[str, types.Command | None]:
     """The lens text: running job first, else "Optimize" with the kernel's share of GPU time."""
     for job in ls.jobs.values():
-        if job.kernel == kernel and job.info.file == path and job.info.state in ("queued", "running"):
+        if (
+            job.kernel == kernel
+            and job.info.file == path
+            and job.info.state in ("queued", "running")
+        ):
             best = f" · best {job.info.best_speedup:.2f}×" if job.info.best_speedup else ""
             state = "queued" if job.info.state == "queued" else f"{job.info.fraction:.0%}"
             return f"⏳ Optimizing {state}{best} · cancel", types.Command(
-                title="cancel", command="kernelbrain.cancel", arguments=[job.info.id])
+                title="cancel", command="kernelbrain.cancel", arguments=[job.info.id]
+            )
     share = ls.profile_share(path, kernel)
     suffix = f" · {share}" if share else ""
     return f"⚡ Optimize kernel{suffix}", None
@@ -39,7 +44,13 @@ def register(server) -> None:
         for k in state.index.launchable:
             title, command = lens_title(ls, state.path, k.name)
             if command is not None:
-                command = types.Command(title=title, command=command.command, arguments=command.arguments)
-            lenses.append(types.CodeLens(range=pos.range(k.name_span),
-                                         command=command or optimize_command(uri, k.name, title)))
+                command = types.Command(
+                    title=title, command=command.command, arguments=command.arguments
+                )
+            lenses.append(
+                types.CodeLens(
+                    range=pos.range(k.name_span),
+                    command=command or optimize_command(uri, k.name, title),
+                )
+            )
         return lenses

@@ -14,9 +14,9 @@ from kernelbrain.engine.api.budget import parse_duration
 from kernelbrain.engine.task import TaskError, find_task
 from kernelbrain.engine.task.scaffold import plan
 
-from ..shared import RunningJob
 from ..dispatch import expect
 from ..engine_bridge import EngineUnavailable
+from ..shared import RunningJob
 from .code_lens import OPTIMIZE_COMMAND
 
 CANCEL_COMMAND = "kernelbrain.cancel"
@@ -31,14 +31,28 @@ def minimal_edits(old: str, new: str) -> list[types.TextEdit]:
     for tag, i1, i2, j1, j2 in SequenceMatcher(None, a, b, autojunk=False).get_opcodes():
         if tag == "equal":
             continue
-        edits.append(types.TextEdit(
-            range=types.Range(start=types.Position(line=i1, character=0), end=types.Position(line=i2, character=0)),
-            new_text="".join(b[j1:j2])))
+        edits.append(
+            types.TextEdit(
+                range=types.Range(
+                    start=types.Position(line=i1, character=0),
+                    end=types.Position(line=i2, character=0),
+                ),
+                new_text="".join(b[j1:j2]),
+            )
+        )
     if old and not old.endswith("\n") and edits:  # the last line has no newline: replace it whole
         last = len(a) - 1
-        edits = [e if e.range.end.line <= last else types.TextEdit(
-            range=types.Range(start=e.range.start, end=types.Position(line=last, character=len(a[last]))),
-            new_text=e.new_text) for e in edits]
+        edits = [
+            e
+            if e.range.end.line <= last
+            else types.TextEdit(
+                range=types.Range(
+                    start=e.range.start, end=types.Position(line=last, character=len(a[last]))
+                ),
+                new_text=e.new_text,
+            )
+            for e in edits
+        ]
     return edits
 
 
@@ -81,15 +95,26 @@ def register(server) -> None:
             token = f"kernelbrain-{uuid.uuid4().hex[:12]}"
             try:
                 await ls.work_done_progress.create_async(token)
-                ls.work_done_progress.begin(token, types.WorkDoneProgressBegin(
-                    title=f"Optimizing {kernel}", cancellable=True, percentage=0,
-                    message="queued" if info.state == "queued" else "starting"))
+                ls.work_done_progress.begin(
+                    token,
+                    types.WorkDoneProgressBegin(
+                        title=f"Optimizing {kernel}",
+                        cancellable=True,
+                        percentage=0,
+                        message="queued" if info.state == "queued" else "starting",
+                    ),
+                )
                 ls.token_jobs[token] = info.id
             except Exception:
                 token = None
         ls.jobs[info.id] = RunningJob(info, uri, kernel, token)
         ls.refresh_lenses()
-        return {"started": True, "job": info.id, "state": info.state, "queuedBehind": info.queued_behind}
+        return {
+            "started": True,
+            "job": info.id,
+            "state": info.state,
+            "queuedBehind": info.queued_behind,
+        }
 
     @server.command(CANCEL_COMMAND)
     async def cancel(ls, *args):
@@ -114,18 +139,33 @@ def register(server) -> None:
             ls.tell(msg, types.MessageType.Warning)
             return {"applied": False, "reason": msg}
         if offer.stale:
-            msg = (f"KernelBrain withdrew variant {variant_id[:8]} of `{kernel}`: {offer.rebased.reason}. "
-                   "Run Optimize again on the current code.")
+            msg = (
+                f"KernelBrain withdrew variant {variant_id[:8]} of `{kernel}`: {offer.rebased.reason}. "
+                "Run Optimize again on the current code."
+            )
             ls.tell(msg, types.MessageType.Warning)
             return {"applied": False, "reason": msg, "stale": True}
         doc = ls.open_document(uri)
-        edit = types.WorkspaceEdit(document_changes=[types.TextDocumentEdit(
-            text_document=types.OptionalVersionedTextDocumentIdentifier(uri=uri, version=doc.version if doc else None),
-            edits=minimal_edits(current, offer.rebased.text))])
-        result = await ls.workspace_apply_edit_async(types.ApplyWorkspaceEditParams(
-            edit=edit, label=f"KernelBrain: apply {kernel} variant {variant_id[:8]}"))
-        return {"applied": bool(result and result.applied), "variant": variant_id,
-                "reason": (result.failure_reason if result else None)}
+        edit = types.WorkspaceEdit(
+            document_changes=[
+                types.TextDocumentEdit(
+                    text_document=types.OptionalVersionedTextDocumentIdentifier(
+                        uri=uri, version=doc.version if doc else None
+                    ),
+                    edits=minimal_edits(current, offer.rebased.text),
+                )
+            ]
+        )
+        result = await ls.workspace_apply_edit_async(
+            types.ApplyWorkspaceEditParams(
+                edit=edit, label=f"KernelBrain: apply {kernel} variant {variant_id[:8]}"
+            )
+        )
+        return {
+            "applied": bool(result and result.applied),
+            "variant": variant_id,
+            "reason": (result.failure_reason if result else None),
+        }
 
     @server.command(INIT_HARNESS_COMMAND)
     async def init_harness(ls, *args):
@@ -140,30 +180,59 @@ def register(server) -> None:
             msg = f"KernelBrain cannot scaffold a harness for `{kernel}`: {exc}"
             ls.tell(msg, types.MessageType.Warning)
             return {"applied": False, "reason": msg}
-        changes: list = [types.CreateFile(uri=from_fs_path(str(sc.harness))),
-                         types.TextDocumentEdit(
-                             text_document=types.OptionalVersionedTextDocumentIdentifier(
-                                 uri=from_fs_path(str(sc.harness)), version=None),
-                             edits=[types.TextEdit(range=types.Range(start=types.Position(line=0, character=0),
-                                                                     end=types.Position(line=0, character=0)),
-                                                   new_text=sc.harness_text)])]
+        changes: list = [
+            types.CreateFile(uri=from_fs_path(str(sc.harness))),
+            types.TextDocumentEdit(
+                text_document=types.OptionalVersionedTextDocumentIdentifier(
+                    uri=from_fs_path(str(sc.harness)), version=None
+                ),
+                edits=[
+                    types.TextEdit(
+                        range=types.Range(
+                            start=types.Position(line=0, character=0),
+                            end=types.Position(line=0, character=0),
+                        ),
+                        new_text=sc.harness_text,
+                    )
+                ],
+            ),
+        ]
         config_uri = from_fs_path(str(sc.config))
         if sc.created_config:
             changes.append(types.CreateFile(uri=config_uri))
             old = ""
         else:
             old = sc.config.read_text(encoding="utf-8")
-        changes.append(types.TextDocumentEdit(
-            text_document=types.OptionalVersionedTextDocumentIdentifier(uri=config_uri, version=None),
-            edits=minimal_edits(old, sc.config_text) if old else [types.TextEdit(
-                range=types.Range(start=types.Position(line=0, character=0), end=types.Position(line=0, character=0)),
-                new_text=sc.config_text)]))
-        result = await ls.workspace_apply_edit_async(types.ApplyWorkspaceEditParams(
-            edit=types.WorkspaceEdit(document_changes=changes), label=f"KernelBrain: harness for {kernel}"))
+        changes.append(
+            types.TextDocumentEdit(
+                text_document=types.OptionalVersionedTextDocumentIdentifier(
+                    uri=config_uri, version=None
+                ),
+                edits=minimal_edits(old, sc.config_text)
+                if old
+                else [
+                    types.TextEdit(
+                        range=types.Range(
+                            start=types.Position(line=0, character=0),
+                            end=types.Position(line=0, character=0),
+                        ),
+                        new_text=sc.config_text,
+                    )
+                ],
+            )
+        )
+        result = await ls.workspace_apply_edit_async(
+            types.ApplyWorkspaceEditParams(
+                edit=types.WorkspaceEdit(document_changes=changes),
+                label=f"KernelBrain: harness for {kernel}",
+            )
+        )
         applied = bool(result and result.applied)
         if applied:
-            ls.tell(f"KernelBrain: created a harness for `{kernel}` in {sc.harness.name}: fill in the reference and "
-                    "the input functions, then run Optimize.")
+            ls.tell(
+                f"KernelBrain: created a harness for `{kernel}` in {sc.harness.name}: fill in the reference and "
+                "the input functions, then run Optimize."
+            )
         return {"applied": applied, "harness": str(sc.harness), "config": str(sc.config)}
 
 

@@ -12,10 +12,17 @@ from ..convert import Positions
 def kernel_markdown(kernel: Kernel, findings) -> str:
     decorators = ", ".join(f"`@{d}`" for d in kernel.decorators)
     runtime = [p.name for p in kernel.params if not p.constexpr]
-    lines = [f"### {kernel.name}  ", f"{decorators}" + (" · helper (called from other kernels)" if kernel.is_helper else "")]
+    lines = [
+        f"### {kernel.name}  ",
+        f"{decorators}" + (" · helper (called from other kernels)" if kernel.is_helper else ""),
+    ]
     if kernel.docstring:
         lines += ["", kernel.docstring.strip().splitlines()[0]]
-    lines += ["", f"**Parameters** ({len(kernel.params)}): " + (", ".join(f"`{p}`" for p in runtime) or "none")]
+    lines += [
+        "",
+        f"**Parameters** ({len(kernel.params)}): "
+        + (", ".join(f"`{p}`" for p in runtime) or "none"),
+    ]
     if kernel.constexprs:
         lines.append("**Constexprs**: " + ", ".join(f"`{c}`" for c in kernel.constexprs))
     if kernel.autotune_configs:
@@ -47,23 +54,39 @@ def dynamic_markdown(ls, path: str, kernel: Kernel, uri: str) -> str:
     if view is not None:
         for v in view.views:
             if v.kernel == kernel.name and v.specialisations:
-                origin = "from its harness" if v.source == "harness" else f"from the launch site ({v.note})"
-                lines += ["", f"**Compiled** (sm_{ls.settings.target_arch}, {origin}):", "```", summary(v), "```"]
+                origin = (
+                    "from its harness"
+                    if v.source == "harness"
+                    else f"from the launch site ({v.note})"
+                )
+                lines += [
+                    "",
+                    f"**Compiled** (sm_{ls.settings.target_arch}, {origin}):",
+                    "```",
+                    summary(v),
+                    "```",
+                ]
     share = ls.profile_share(path, kernel.name)
     if share:
         lines += ["", f"**Profile**: {share}"]
     for job in ls.jobs.values():
         if job.kernel == kernel.name and job.info.file == path:
             best = f", best {job.info.best_speedup:.2f}x" if job.info.best_speedup else ""
-            lines += ["", f"**Search** {job.info.id}: {job.info.state} {job.info.fraction:.0%}{best} — {job.info.message}"]
+            lines += [
+                "",
+                f"**Search** {job.info.id}: {job.info.state} {job.info.fraction:.0%}{best} — {job.info.message}",
+            ]
     current = ls.current_text(uri) or ""
     offers = ls.results.offers(path, kernel.name, current)
     if offers:
         o = offers[0]
         kind = "measured" if o.variant.measured else "estimated"
         state = f" — withdrawn: {o.rebased.reason}" if o.stale else ""
-        lines += ["", f"**Best variant** `{o.variant.id[:8]}`: {o.variant.speedup:.2f}x ({kind}), "
-                      f"{o.variant.origin}{state}"]
+        lines += [
+            "",
+            f"**Best variant** `{o.variant.id[:8]}`: {o.variant.speedup:.2f}x ({kind}), "
+            f"{o.variant.origin}{state}",
+        ]
     return "\n".join(lines)
 
 
@@ -78,11 +101,16 @@ def register(server) -> None:
         line, col = pos.from_client(params.position)
         for k in state.index.kernels:
             spans = [k.name_span] + [
-                type(k.name_span)(s.span.line, s.span.col, s.span.line, s.span.col + len(k.name)) for s in k.launch_sites
+                type(k.name_span)(s.span.line, s.span.col, s.span.line, s.span.col + len(k.name))
+                for s in k.launch_sites
             ]
             hit = next((s for s in spans if s.contains(line, col)), None)
             if hit is not None:
-                text = kernel_markdown(k, ls.findings_for(state)) + dynamic_markdown(ls, state.path, k, uri)
-                return types.Hover(contents=types.MarkupContent(kind=types.MarkupKind.Markdown, value=text),
-                                   range=pos.range(hit))
+                text = kernel_markdown(k, ls.findings_for(state)) + dynamic_markdown(
+                    ls, state.path, k, uri
+                )
+                return types.Hover(
+                    contents=types.MarkupContent(kind=types.MarkupKind.Markdown, value=text),
+                    range=pos.range(hit),
+                )
         return None

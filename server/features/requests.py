@@ -34,15 +34,46 @@ def register(server) -> None:
         v = offer.variant
         new_text = offer.rebased.text
         rel = os.path.basename(path)
-        diff = "" if new_text is None else "".join(difflib.unified_diff(
-            current.splitlines(keepends=True), new_text.splitlines(keepends=True), f"a/{rel}", f"b/{rel}"))
-        return {"found": True, "id": v.id, "kernel": kernel, "title": v.description, "origin": v.origin,
-                "speedup": v.speedup, "measured": v.measured, "llm": v.llm, "verified": v.verified,
-                "perCase": [{"label": c.label, "baselineUs": c.baseline_us, "valueUs": c.value_us,
-                             "speedup": c.speedup, "verdict": c.verdict} for c in v.per_case],
-                "explanation": v.explanation, "newText": new_text, "diff": diff,
-                "searchDiff": v.diff or unified_diff(ls.results.get(path, kernel).original, v.source, path),
-                "stale": offer.stale, "reason": offer.rebased.reason}
+        diff = (
+            ""
+            if new_text is None
+            else "".join(
+                difflib.unified_diff(
+                    current.splitlines(keepends=True),
+                    new_text.splitlines(keepends=True),
+                    f"a/{rel}",
+                    f"b/{rel}",
+                )
+            )
+        )
+        return {
+            "found": True,
+            "id": v.id,
+            "kernel": kernel,
+            "title": v.description,
+            "origin": v.origin,
+            "speedup": v.speedup,
+            "measured": v.measured,
+            "llm": v.llm,
+            "verified": v.verified,
+            "perCase": [
+                {
+                    "label": c.label,
+                    "baselineUs": c.baseline_us,
+                    "valueUs": c.value_us,
+                    "speedup": c.speedup,
+                    "verdict": c.verdict,
+                }
+                for c in v.per_case
+            ],
+            "explanation": v.explanation,
+            "newText": new_text,
+            "diff": diff,
+            "searchDiff": v.diff
+            or unified_diff(ls.results.get(path, kernel).original, v.source, path),
+            "stale": offer.stale,
+            "reason": offer.rebased.reason,
+        }
 
     @server.feature(JOBS_REQUEST)
     async def jobs(ls, params=None) -> dict:
@@ -51,7 +82,7 @@ def register(server) -> None:
         if ls.jobs:
             try:
                 listing = await ls.engine.request(p.JOB_LIST, p.JobList([]), p.JobList)
-                for info in (listing.jobs if listing else []):
+                for info in listing.jobs if listing else []:
                     if info.id in infos:
                         infos[info.id] = info
                         ls.jobs[info.id].info = info
@@ -59,4 +90,6 @@ def register(server) -> None:
                 pass
         import msgspec
 
-        return {"jobs": [msgspec.to_builtins(i) | {"uri": ls.jobs[i.id].uri} for i in infos.values()]}
+        return {
+            "jobs": [msgspec.to_builtins(i) | {"uri": ls.jobs[i.id].uri} for i in infos.values()]
+        }

@@ -15,11 +15,13 @@ def register(server) -> None:
         for state in sorted(ls.files, key=lambda s: s.uri):
             if only and state.uri != only:
                 continue
-            files.append({
-                "uri": state.uri,
-                "open": state.open,
-                "version": state.version,
-                "kernels": msgspec.to_builtins(state.index.kernels),
-                "errors": msgspec.to_builtins(state.index.errors),
-            })
+            files.append(
+                {
+                    "uri": state.uri,
+                    "open": state.open,
+                    "version": state.version,
+                    "kernels": msgspec.to_builtins(state.index.kernels),
+                    "errors": msgspec.to_builtins(state.index.errors),
+                }
+            )
         return {"files": files}

@@ -19,7 +19,9 @@ NVIM = shutil.which("nvim")
 REQUIRED = os.environ.get("KERNELBRAIN_REQUIRE_CLIENTS") == "1"
 
 
-@pytest.mark.skipif(NVIM is None and not REQUIRED, reason="nvim is not installed (scripts/test.sh installs it)")
+@pytest.mark.skipif(
+    NVIM is None and not REQUIRED, reason="nvim is not installed (scripts/test.sh installs it)"
+)
 def test_neovim_receives_diagnostics_and_code_lenses(tmp_path):
     assert NVIM is not None, "nvim is required (KERNELBRAIN_REQUIRE_CLIENTS=1) but not installed"
     workspace = tmp_path / "ws"
@@ -36,9 +38,15 @@ def test_neovim_receives_diagnostics_and_code_lenses(tmp_path):
     )
     proc = subprocess.run(
         [NVIM, "--headless", "-u", "NONE", "-i", "NONE", "-n", "-c", f"luafile {LUA}"],
-        env=env, cwd=workspace, capture_output=True, text=True, timeout=90,
+        env=env,
+        cwd=workspace,
+        capture_output=True,
+        text=True,
+        timeout=90,
     )
-    assert out.exists(), f"nvim wrote no result (rc={proc.returncode}): {proc.stdout}\n{proc.stderr}"
+    assert out.exists(), (
+        f"nvim wrote no result (rc={proc.returncode}): {proc.stdout}\n{proc.stderr}"
+    )
     result = json.loads(out.read_text())
     assert result["errors"] == []
     assert result["got_diagnostics"] is True

@@ -31,4 +31,7 @@ def slowed_softmax(source: str) -> str:
 
 def illegal_address(source: str) -> str:
     """The adversarial softmax storing 2^40 elements past its output: a CUDA illegal address."""
-    return source.replace("tl.store(out_ptr + row * n_cols + cols,", "tl.store(out_ptr + row * n_cols + cols + (1 << 40),")
+    return source.replace(
+        "tl.store(out_ptr + row * n_cols + cols,",
+        "tl.store(out_ptr + row * n_cols + cols + (1 << 40),",
+    )

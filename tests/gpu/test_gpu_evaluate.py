@@ -23,7 +23,9 @@ def pool():
 
 @pytest.mark.parametrize("op", ["gelu", "softmax", "rmsnorm", "col_sum", "cross_entropy", "matmul"])
 def test_example_passes_its_harness_on_gpu(pool, op):
-    result = run_harness(pool, find_task(EXAMPLES / "ops" / f"{op}.py", f"{op}_kernel"), None, "cuda:0")
+    result = run_harness(
+        pool, find_task(EXAMPLES / "ops" / f"{op}.py", f"{op}_kernel"), None, "cuda:0"
+    )
     assert result.accepted, result.message
     full = [c for c in result.cases if c.stage == "sweep" and c.label.startswith("case ")]
     assert len(full) == 3  # every benchmark case at its real size
@@ -42,9 +44,13 @@ def test_every_autotune_config_is_checked_on_every_case(pool):
         if "autotune config" in c.label:
             case, config = c.label.split(" with autotune config ")
             per_case.setdefault(case, set()).add(config.split(",")[0])
-    assert per_case and all(configs == {"BLOCK=4096", "BLOCK=8192"} for configs in per_case.values()), per_case
+    assert per_case and all(
+        configs == {"BLOCK=4096", "BLOCK=8192"} for configs in per_case.values()
+    ), per_case
     report = verify(pool, task, AUTOTUNED.replace('"BLOCK": 128', '"BLOCK": 8192'), "cuda:0")
-    assert report.timing is not None and report.timing.cases, report.message  # timing tunes for real
+    assert report.timing is not None and report.timing.cases, (
+        report.message
+    )  # timing tunes for real
 
 
 def test_identical_copy_is_not_significantly_different(pool):
@@ -69,7 +75,9 @@ def test_rivals_are_timed_in_one_interleaving(pool):
     own verdict (an identical copy "same", the slowed copy "slower")."""
     task = find_task(EXAMPLES / "ops" / "softmax.py", "softmax_kernel")
     source = open(task.file).read()
-    request = m.TimeAB(task, identical_copy(source), "same", rep_ms=150.0, rivals=[slowed_softmax(source)])
+    request = m.TimeAB(
+        task, identical_copy(source), "same", rep_ms=150.0, rivals=[slowed_softmax(source)]
+    )
     answer = pool.call("cuda:0", request, 600.0)
     assert isinstance(answer, m.TimingResults), answer
     same, slowed = answer.results

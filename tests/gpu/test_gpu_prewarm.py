@@ -27,7 +27,9 @@ def test_gpu_harness_jit_loads_what_was_compiled_ahead(private_cache, op):
     with WorkerPool() as pool:
         bench = pool.call("compile:0", m.Specialize(task, source, seed=0), 300.0)
         records = {m.compile_key(r): r for c in bench.cases for r in c.launches}
-        pool.call("compile:0", m.Compile(source, task.file, list(records.values()), sass=False), 600.0)
+        pool.call(
+            "compile:0", m.Compile(source, task.file, list(records.values()), sass=False), 600.0
+        )
         known = set(records)
         prewarm = Prewarm(task, 0, ["compile:0", "compile:1"], pool.call)
         try:
@@ -39,8 +41,10 @@ def test_gpu_harness_jit_loads_what_was_compiled_ahead(private_cache, op):
         after_smoke = cache_entries(private_cache)
         full = run_harness(pool, task, source, "cuda:0", 0)
         after_full = cache_entries(private_cache)
-    print(f"{op}: {len(known)} benchmark + {ahead} harness specialisations compiled ahead; the GPU JIT then "
-          f"compiled {len(after_smoke - before)} in smoke, {len(after_full - after_smoke)} in the other stages")
+    print(
+        f"{op}: {len(known)} benchmark + {ahead} harness specialisations compiled ahead; the GPU JIT then "
+        f"compiled {len(after_smoke - before)} in smoke, {len(after_full - after_smoke)} in the other stages"
+    )
     assert smoke.accepted and full.accepted, (smoke.message, full.message)
     assert ahead >= 1
     assert after_smoke == before, after_smoke - before

@@ -40,9 +40,13 @@ def test_roofline_fraction_agrees_with_hand_computation(op):
         out = entry(*args)
         nbytes = sum(a.numel() * a.element_size() for a in args) + out.numel() * out.element_size()
         assert nbytes == case.bytes
-        ms = _flushed_median_ms(lambda: entry(*args), graph=case.cuda_graph)
+        ms = _flushed_median_ms(lambda: entry(*args), graph=case.cuda_graph)  # noqa: F821 (used before the del below)
         hand = nbytes / ms / 1e6 / result.ceilings.copy_gbps
-        assert abs(case.fraction_of_ceiling - hand) <= 0.05 * hand, (case.label, case.fraction_of_ceiling, hand)
+        assert abs(case.fraction_of_ceiling - hand) <= 0.05 * hand, (
+            case.label,
+            case.fraction_of_ceiling,
+            hand,
+        )
         del args, out
         torch.cuda.empty_cache()
 
@@ -66,7 +70,10 @@ def _flushed_median_ms(fn, graph: bool) -> float:
             fn()
         fn = g.replay
     flush_buffer = torch.ones(64 * 2**20, dtype=torch.int32, device="cuda")
-    events = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(200)]
+    events = [
+        (torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True))
+        for _ in range(200)
+    ]
     for start, end in events:
         flush_buffer.sum()
         start.record()
@@ -89,18 +96,45 @@ def test_nsight_compute_reports_speed_of_light():
 
 def test_profile_ranks_like_torch_profiler(tmp_path):
     # options before SCRIPT: everything after it is the script's own arguments
-    proc = subprocess.run([sys.executable, "-m", "kernelbrain.engine.cli", "profile", "--root", str(FIXTURE), "--json",
-                           str(FIXTURE / "model.py")], capture_output=True, text=True, timeout=600)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "kernelbrain.engine.cli",
+            "profile",
+            "--root",
+            str(FIXTURE),
+            "--json",
+            str(FIXTURE / "model.py"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert proc.returncode == 0, proc.stderr[-2000:]
     ours = json.loads(proc.stdout)
     mapped = {k["kernel"]: k for k in ours["kernels"] if k["kernel"]}
     assert set(mapped) == {"bias_gelu_kernel", "row_softmax_kernel"}
-    assert mapped["bias_gelu_kernel"]["file"].endswith("kernels.py") and mapped["bias_gelu_kernel"]["calls"] == 10
+    assert (
+        mapped["bias_gelu_kernel"]["file"].endswith("kernels.py")
+        and mapped["bias_gelu_kernel"]["calls"] == 10
+    )
     assert abs(sum(k["share"] for k in ours["kernels"]) - 1) < 1e-6
     # torch.profiler's own table, sorted by self device time, gives the same order.
     own = tmp_path / "own.json"
-    subprocess.run([sys.executable, "-m", "kernelbrain.engine.profile.torch_profile", "--out", str(own),
-                    str(FIXTURE / "model.py")], cwd=FIXTURE, check=True, timeout=600)
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "kernelbrain.engine.profile.torch_profile",
+            "--out",
+            str(own),
+            str(FIXTURE / "model.py"),
+        ],
+        cwd=FIXTURE,
+        check=True,
+        timeout=600,
+    )
     theirs = [r["name"] for r in sorted(json.loads(own.read_text()), key=lambda r: -r["device_us"])]
     assert [k["name"] for k in ours["kernels"]][:5] == theirs[:5]
     top = ours["kernels"][0]

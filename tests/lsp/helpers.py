@@ -29,10 +29,17 @@ def _fix_code_action_union(client: LanguageClient) -> None:
     converter.register_structure_hook(Union[types.Command, types.CodeAction], hook)
 
 
-async def start_client(workspace: Path, record: Path, init_options: dict | None = None,
-                       configuration: dict | None = None, server_log: Path | None = None) -> LanguageClient:
+async def start_client(
+    workspace: Path,
+    record: Path,
+    init_options: dict | None = None,
+    configuration: dict | None = None,
+    server_log: Path | None = None,
+) -> LanguageClient:
     env = dict(os.environ, KB_SERVER_STDERR=str(server_log)) if server_log else None
-    config = ClientServerConfig(server_command=[sys.executable, str(GUARD), str(record)], server_env=env)
+    config = ClientServerConfig(
+        server_command=[sys.executable, str(GUARD), str(record)], server_env=env
+    )
     client = await config.start()
     _fix_code_action_union(client)
     for section, item in (configuration or {}).items():
@@ -53,7 +60,9 @@ async def stop_client(client: LanguageClient) -> None:
     await client.stop()
 
 
-async def wait_until(predicate: Callable[[], bool], timeout: float = 10.0, what: str = "condition") -> None:
+async def wait_until(
+    predicate: Callable[[], bool], timeout: float = 10.0, what: str = "condition"
+) -> None:
     """Poll client-side state; race-free where waiting for one notification is not."""
     deadline = time.monotonic() + timeout
     while not predicate():
@@ -71,7 +80,10 @@ def open_file(client: LanguageClient, path: Path, text: str | None = None, versi
     client.text_document_did_open(
         types.DidOpenTextDocumentParams(
             text_document=types.TextDocumentItem(
-                uri=uri, language_id="python", version=version, text=path.read_text() if text is None else text
+                uri=uri,
+                language_id="python",
+                version=version,
+                text=path.read_text() if text is None else text,
             )
         )
     )

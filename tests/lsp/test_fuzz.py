@@ -19,8 +19,23 @@ OPERATIONS = 3000
 ANSWER_TIMEOUT_S = 20.0
 
 # Values of every JSON type, and a few that look almost right.
-JUNK = [None, True, 0, -1, 2**40, 1.5, "", "x", "file:///nowhere.py", [], [1, "a"], {}, {"uri": 5},
-        {"line": "one"}, "\udc80"[:0] + "é" * 3]
+JUNK = [
+    None,
+    True,
+    0,
+    -1,
+    2**40,
+    1.5,
+    "",
+    "x",
+    "file:///nowhere.py",
+    [],
+    [1, "a"],
+    {},
+    {"uri": 5},
+    {"line": "one"},
+    "\udc80"[:0] + "é" * 3,
+]
 
 
 def junk(rng: random.Random):
@@ -49,19 +64,33 @@ def request(rng: random.Random, uri: str, kernel: str) -> tuple[str, object]:
         params = {"textDocument": doc, "position": position(rng) if good else junk(rng)}
         return "textDocument/hover", params
     if kind == 3:
-        command = rng.choice(["kernelbrain.applyVariant", "kernelbrain.cancel", "kernelbrain.initHarness",
-                              "kernelbrain.nosuchcommand"])
+        command = rng.choice(
+            [
+                "kernelbrain.applyVariant",
+                "kernelbrain.cancel",
+                "kernelbrain.initHarness",
+                "kernelbrain.nosuchcommand",
+            ]
+        )
         args = [uri, kernel, "v" * 8] if good else [junk(rng) for _ in range(rng.randrange(4))]
-        return "workspace/executeCommand", {"command": command, "arguments": args if rng.random() < 0.9 else junk(rng)}
+        return "workspace/executeCommand", {
+            "command": command,
+            "arguments": args if rng.random() < 0.9 else junk(rng),
+        }
     if kind == 4:
-        params = {"uri": uri, "kernel": kernel, "id": "0" * 16} if good else {"uri": junk(rng), "kernel": junk(rng),
-                                                                                "id": junk(rng)}
+        params = (
+            {"uri": uri, "kernel": kernel, "id": "0" * 16}
+            if good
+            else {"uri": junk(rng), "kernel": junk(rng), "id": junk(rng)}
+        )
         return "kernelbrain/variant", params if rng.random() < 0.9 else junk(rng)
     if kind == 5:
         return "kernelbrain/jobs", {} if good else junk(rng)
     if kind == 6:
         return "kernelbrain/kernels", {} if good else junk(rng)
-    return "textDocument/documentSymbol" if good else "kernelbrain/nosuchrequest", {"textDocument": doc}
+    return "textDocument/documentSymbol" if good else "kernelbrain/nosuchrequest", {
+        "textDocument": doc
+    }
 
 
 def raw_request(client, method: str, params) -> asyncio.Future:
@@ -78,7 +107,9 @@ def raw_request(client, method: str, params) -> asyncio.Future:
 
 
 @pytest.mark.slow
-async def test_every_request_is_answered_and_the_log_has_no_traceback(examples_copy: Path, tmp_path: Path):
+async def test_every_request_is_answered_and_the_log_has_no_traceback(
+    examples_copy: Path, tmp_path: Path
+):
     log = tmp_path / "server.log"
     record = tmp_path / "forbidden-imports.txt"
     client = await start_client(examples_copy, record, {"compiledView": False}, server_log=log)
@@ -92,7 +123,9 @@ async def test_every_request_is_answered_and_the_log_has_no_traceback(examples_c
             if rng.random() < 0.2:  # an edit: text cut, duplicated or mangled
                 version += 1
                 cut = rng.randrange(len(text))
-                edited = rng.choice([text[:cut], text + text[cut:], text[:cut] + "(\n" + text[cut:], text])
+                edited = rng.choice(
+                    [text[:cut], text + text[cut:], text[:cut] + "(\n" + text[cut:], text]
+                )
                 replace_text(client, uri, edited, version)
                 counts["notifications"] += 1
                 continue
@@ -101,15 +134,21 @@ async def test_every_request_is_answered_and_the_log_has_no_traceback(examples_c
                 await asyncio.wait_for(raw_request(client, method, params), ANSWER_TIMEOUT_S)
                 counts["answered"] += 1
             except asyncio.TimeoutError:
-                pytest.fail(f"operation {i}: {method} {params!r} was not answered in {ANSWER_TIMEOUT_S}s")
+                pytest.fail(
+                    f"operation {i}: {method} {params!r} was not answered in {ANSWER_TIMEOUT_S}s"
+                )
             except Exception:  # an error response is an answer
                 counts["errors"] += 1
         # the server is alive and well after all that
         replace_text(client, uri, text, version + 1)
-        await wait_until(lambda: "KB104" in {d.code for d in client.diagnostics.get(uri, ())}, 30,
-                         "diagnostics after the fuzz")
+        await wait_until(
+            lambda: "KB104" in {d.code for d in client.diagnostics.get(uri, ())},
+            30,
+            "diagnostics after the fuzz",
+        )
         lenses = await client.text_document_code_lens_async(
-            types.CodeLensParams(text_document=types.TextDocumentIdentifier(uri=uri)))
+            types.CodeLensParams(text_document=types.TextDocumentIdentifier(uri=uri))
+        )
         assert lenses
     finally:
         await stop_client(client)
@@ -121,19 +160,29 @@ async def test_every_request_is_answered_and_the_log_has_no_traceback(examples_c
 
 @pytest.mark.slow
 @pytest.mark.parametrize("delay_s", [0.0, 1.5, 6.0])
-async def test_a_cancel_at_any_moment_ends_the_job_as_cancelled(examples_copy: Path, tmp_path: Path, delay_s):
+async def test_a_cancel_at_any_moment_ends_the_job_as_cancelled(
+    examples_copy: Path, tmp_path: Path, delay_s
+):
     """Right after the start (queued or starting), during the original's harness check, and
     during the generations."""
-    client = await start_client(examples_copy, tmp_path / "forbidden.txt", {"compiledView": False},
-                                configuration={"kernelbrain": {"budget": "60s"}})
+    client = await start_client(
+        examples_copy,
+        tmp_path / "forbidden.txt",
+        {"compiledView": False},
+        configuration={"kernelbrain": {"budget": "60s"}},
+    )
     try:
         uri = open_file(client, examples_copy / "ops" / "gelu.py")
-        started = await client.workspace_execute_command_async(types.ExecuteCommandParams(
-            command="kernelbrain.optimize", arguments=[uri, "gelu_kernel"]))
+        started = await client.workspace_execute_command_async(
+            types.ExecuteCommandParams(
+                command="kernelbrain.optimize", arguments=[uri, "gelu_kernel"]
+            )
+        )
         assert started["started"], started
         await asyncio.sleep(delay_s)
-        await client.workspace_execute_command_async(types.ExecuteCommandParams(
-            command="kernelbrain.cancel", arguments=[started["job"]]))
+        await client.workspace_execute_command_async(
+            types.ExecuteCommandParams(command="kernelbrain.cancel", arguments=[started["job"]])
+        )
 
         async def state() -> str:
             jobs = await client.protocol.send_request_async("kernelbrain/jobs", {})

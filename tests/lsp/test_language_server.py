@@ -35,12 +35,14 @@ async def test_diagnostics_on_open(client):
     assert d.source == "kernelbrain"
     assert d.severity == types.DiagnosticSeverity.Warning
     line = path.read_text().splitlines()[d.range.start.line]
-    assert line[d.range.start.character:d.range.end.character] == "row * stride_x"
+    assert line[d.range.start.character : d.range.end.character] == "row * stride_x"
 
 
 async def test_workspace_kernel_files_are_indexed_without_opening(client):
     gelu = (client.workspace_root / "ops" / "gelu.py").as_uri()
-    await wait_until(lambda: codes(client, gelu) == ["KB102", "KB106"], what="workspace scan diagnostics")
+    await wait_until(
+        lambda: codes(client, gelu) == ["KB102", "KB106"], what="workspace scan diagnostics"
+    )
     listing = await client.protocol.send_request_async("kernelbrain/kernels", {})
     names = sorted(k.name for f in listing.files for k in f.kernels)
     assert names == sorted(f"{p.stem}_kernel" for p in (client.workspace_root / "ops").glob("*.py"))
@@ -49,17 +51,22 @@ async def test_workspace_kernel_files_are_indexed_without_opening(client):
 async def test_did_change_is_debounced_and_updates_diagnostics(client):
     path, uri = softmax_uri(client)
     await wait_until(lambda: "KB104" in codes(client, uri), what="initial diagnostics")
-    fixed = path.read_text().replace("row = tl.program_id(0)", "row = tl.program_id(0).to(tl.int64)")
+    fixed = path.read_text().replace(
+        "row = tl.program_id(0)", "row = tl.program_id(0).to(tl.int64)"
+    )
     publishes_before = len([m for m in client.diagnostics])
     for v in range(2, 12):  # a burst of keystrokes: only the last state matters
         replace_text(client, uri, fixed if v == 11 else fixed + "\n" * v, v)
-    await wait_until(lambda: codes(client, uri) == ["KB101"], what="KB104 to disappear after the edit")
+    await wait_until(
+        lambda: codes(client, uri) == ["KB101"], what="KB104 to disappear after the edit"
+    )
     assert publishes_before >= 1
 
 
 async def test_code_lens_per_launchable_kernel(client):
     path = client.workspace_root / "ops" / "fused.py"
-    path.write_text(textwrap.dedent('''
+    path.write_text(
+        textwrap.dedent("""
         import triton
         import triton.language as tl
 
@@ -79,12 +86,21 @@ async def test_code_lens_per_launchable_kernel(client):
         def run(x):
             first_kernel[(1,)](x, BLOCK=1024)
             second_kernel[(1,)](x, BLOCK=1024)
-    '''))
+    """)
+    )
     uri = open_file(client, path)
     lines = path.read_text().splitlines()
-    first, second = (lines.index(f"def {k}(x_ptr, BLOCK: tl.constexpr):") for k in ("first_kernel", "second_kernel"))
-    lenses = await client.text_document_code_lens_async(types.CodeLensParams(text_document=doc(uri)))
-    assert [(l.range.start.line, l.command.title, l.command.command, tuple(l.command.arguments)) for l in lenses] == [
+    first, second = (
+        lines.index(f"def {k}(x_ptr, BLOCK: tl.constexpr):")
+        for k in ("first_kernel", "second_kernel")
+    )
+    lenses = await client.text_document_code_lens_async(
+        types.CodeLensParams(text_document=doc(uri))
+    )
+    assert [
+        (l.range.start.line, l.command.title, l.command.command, tuple(l.command.arguments))
+        for l in lenses
+    ] == [
         (first, "⚡ Optimize kernel", "kernelbrain.optimize", (uri, "first_kernel")),
         (second, "⚡ Optimize kernel", "kernelbrain.optimize", (uri, "second_kernel")),
     ]
@@ -97,7 +113,10 @@ async def test_code_action_only_inside_a_kernel(client):
         return await client.text_document_code_action_async(
             types.CodeActionParams(
                 text_document=doc(uri),
-                range=types.Range(start=types.Position(line=line, character=4), end=types.Position(line=line, character=4)),
+                range=types.Range(
+                    start=types.Position(line=line, character=4),
+                    end=types.Position(line=line, character=4),
+                ),
                 context=types.CodeActionContext(diagnostics=[], only=only),
             )
         )
@@ -118,7 +137,9 @@ async def test_hover_on_kernel_name_and_launch_site(client):
 
     async def hover_at(line: int, col: int):
         return await client.text_document_hover_async(
-            types.HoverParams(text_document=doc(uri), position=types.Position(line=line, character=col))
+            types.HoverParams(
+                text_document=doc(uri), position=types.Position(line=line, character=col)
+            )
         )
 
     def_line = next(i for i, l in enumerate(lines) if l.startswith("def softmax_kernel"))
@@ -139,9 +160,14 @@ async def test_file_created_changed_and_deleted_on_disk(client):
     source = (client.workspace_root / "ops" / "gelu.py").read_text().replace("gelu", "gen")
     new.write_text(source)
     # KB003: the new file has no harness (a hint with a quick fix)
-    await wait_until(lambda: codes(client, uri) == ["KB003", "KB102", "KB106"], what="diagnostics for a created file")
+    await wait_until(
+        lambda: codes(client, uri) == ["KB003", "KB102", "KB106"],
+        what="diagnostics for a created file",
+    )
     new.write_text(source.replace("BLOCK=64, num_warps=1", "BLOCK=1024, num_warps=4"))
-    await wait_until(lambda: codes(client, uri) == ["KB003", "KB106"], what="diagnostics after an on-disk edit")
+    await wait_until(
+        lambda: codes(client, uri) == ["KB003", "KB106"], what="diagnostics after an on-disk edit"
+    )
     listing = await client.protocol.send_request_async("kernelbrain/kernels", {})
     assert "gen_kernel" in [k.name for f in listing.files for k in f.kernels]
     os.remove(new)
@@ -153,12 +179,19 @@ async def test_file_created_changed_and_deleted_on_disk(client):
 async def test_open_buffer_wins_over_disk(client):
     path, uri = softmax_uri(client)
     await wait_until(lambda: "KB104" in codes(client, uri), what="initial diagnostics")
-    path.write_text(path.read_text().replace("row = tl.program_id(0)", "row = tl.program_id(0).to(tl.int64)"))
+    path.write_text(
+        path.read_text().replace("row = tl.program_id(0)", "row = tl.program_id(0).to(tl.int64)")
+    )
     # The editor's unsaved buffer is still the first draft: diagnostics stay as they were, while a
     # file nobody has open is re-analysed from disk (proving the watcher saw this write too).
     other = client.workspace_root / "ops" / "rmsnorm.py"
-    other.write_text(other.read_text().replace("row = tl.program_id(0)", "row = tl.program_id(0).to(tl.int64)"))
-    await wait_until(lambda: codes(client, other.as_uri()) == ["KB101"], what="the unopened file to be re-analysed")
+    other.write_text(
+        other.read_text().replace("row = tl.program_id(0)", "row = tl.program_id(0).to(tl.int64)")
+    )
+    await wait_until(
+        lambda: codes(client, other.as_uri()) == ["KB101"],
+        what="the unopened file to be re-analysed",
+    )
     assert "KB104" in codes(client, uri)
 
 
@@ -168,41 +201,73 @@ async def test_syntax_error_in_open_file(client):
     uri = open_file(client, path, broken)
     await wait_until(lambda: "KB001" in codes(client, uri), what="syntax error diagnostic")
     assert "KB101" in codes(client, uri)  # the kernel itself is intact and still analysed
-    lenses = await client.text_document_code_lens_async(types.CodeLensParams(text_document=doc(uri)))
+    lenses = await client.text_document_code_lens_async(
+        types.CodeLensParams(text_document=doc(uri))
+    )
     assert [l.command.arguments[1] for l in lenses] == ["softmax_kernel"]
 
 
 async def test_optimize_without_a_harness_says_why(client):
     path = client.workspace_root / "ops" / "orphan.py"
-    path.write_text((client.workspace_root / "ops" / "gelu.py").read_text().replace("gelu", "orphan"))
+    path.write_text(
+        (client.workspace_root / "ops" / "gelu.py").read_text().replace("gelu", "orphan")
+    )
     uri = open_file(client, path)
     await wait_until(lambda: "KB003" in codes(client, uri), what="no-harness hint")
     result = await client.workspace_execute_command_async(
-        types.ExecuteCommandParams(command="kernelbrain.optimize", arguments=[uri, "orphan_kernel"]))
-    assert result["started"] is False and result["reason"] == "no-harness" and "kernelbrain init" in result["message"]
-    await wait_until(lambda: any("cannot optimize `orphan_kernel`" in m.message for m in client.messages), what="message")
+        types.ExecuteCommandParams(command="kernelbrain.optimize", arguments=[uri, "orphan_kernel"])
+    )
+    assert (
+        result["started"] is False
+        and result["reason"] == "no-harness"
+        and "kernelbrain init" in result["message"]
+    )
+    await wait_until(
+        lambda: any("cannot optimize `orphan_kernel`" in m.message for m in client.messages),
+        what="message",
+    )
 
 
 async def test_measured_view_diagnostics_from_a_stored_gpu_search(examples_copy, tmp_path):
     """A measured search result in the store puts KB3xx on the kernel, until the kernel changes."""
     import msgspec
 
-    from kernelbrain.engine.index.builder import source_hash
     from kernelbrain.engine.api.budget import Budget, Spent
-    from kernelbrain.engine.api.results import BaselineCase, BudgetReport, CandidateCounts, SearchResult
+    from kernelbrain.engine.api.results import (
+        BaselineCase,
+        BudgetReport,
+        CandidateCounts,
+        SearchResult,
+    )
+    from kernelbrain.engine.index.builder import source_hash
     from kernelbrain.engine.store import Store, kernel_key
     from kernelbrain.engine.task import find_task
 
     task = find_task(examples_copy / "ops" / "gelu.py", "gelu_kernel")
     original = (examples_copy / "ops" / "gelu.py").read_text()
     result = SearchResult(
-        kernel="gelu_kernel", file=task.file, device="cuda:0", measured=True,
-        baseline=[BaselineCase("bfloat16[268435456]", 2686.0, True)], variants=[], best=None, time_to_best_s=None,
-        budget=BudgetReport(Budget(), Spent()), candidates=CandidateCounts(), stopped="budget: wall time",
-        case_bytes=[1 << 30], case_flops=[None], ceilings={"copy_gbps": 4218.0, "bf16_tflops": 700.0},
-        original=original, entry="gelu", source_hash=source_hash(original))
+        kernel="gelu_kernel",
+        file=task.file,
+        device="cuda:0",
+        measured=True,
+        baseline=[BaselineCase("bfloat16[268435456]", 2686.0, True)],
+        variants=[],
+        best=None,
+        time_to_best_s=None,
+        budget=BudgetReport(Budget(), Spent()),
+        candidates=CandidateCounts(),
+        stopped="budget: wall time",
+        case_bytes=[1 << 30],
+        case_flops=[None],
+        ceilings={"copy_gbps": 4218.0, "bf16_tflops": 700.0},
+        original=original,
+        entry="gelu",
+        source_hash=source_hash(original),
+    )
     store = Store(examples_copy)
-    sid = store.start_search(kernel_key(task.file, task.kernel, source_hash(original)), task.file, task.kernel, "cuda:0")
+    sid = store.start_search(
+        kernel_key(task.file, task.kernel, source_hash(original)), task.file, task.kernel, "cuda:0"
+    )
     store.finish_search(sid, "finished", msgspec.to_builtins(result))
     store.close()
     record = tmp_path / "imports.txt"
@@ -212,16 +277,24 @@ async def test_measured_view_diagnostics_from_a_stored_gpu_search(examples_copy,
     await wait_until(lambda: "KB301" in codes(client, uri), what="a measured-view diagnostic")
     kb301 = next(d for d in client.diagnostics[uri] if d.code == "KB301")
     assert "memory-bound at 9%" in kb301.message and "measured by the last search" in kb301.message
-    replace_text(client, uri, original.replace("inner = 0.7978845608028654", "inner = 0.79788456"), 2)
-    await wait_until(lambda: "KB301" not in codes(client, uri), what="KB301 to go once the kernel changed")
+    replace_text(
+        client, uri, original.replace("inner = 0.7978845608028654", "inner = 0.79788456"), 2
+    )
+    await wait_until(
+        lambda: "KB301" not in codes(client, uri), what="KB301 to go once the kernel changed"
+    )
     await stop_client(client)
     assert not record.exists()
 
 
 async def test_no_harness_quick_fix_scaffolds_through_apply_edit(client):
     path = client.workspace_root / "ops" / "lonely.py"
-    path.write_text((client.workspace_root / "ops" / "gelu.py").read_text().split("def gelu_ref")[0]
-                    .replace("gelu", "lonely"))
+    path.write_text(
+        (client.workspace_root / "ops" / "gelu.py")
+        .read_text()
+        .split("def gelu_ref")[0]
+        .replace("gelu", "lonely")
+    )
     uri = open_file(client, path)
     await wait_until(lambda: "KB003" in codes(client, uri), what="the no-harness hint")
     diag = next(d for d in client.diagnostics[uri] if d.code == "KB003")
@@ -232,13 +305,23 @@ async def test_no_harness_quick_fix_scaffolds_through_apply_edit(client):
         received.append(params)
         return types.ApplyWorkspaceEditResult(applied=True)
 
-    actions = await client.text_document_code_action_async(types.CodeActionParams(
-        text_document=doc(uri), range=diag.range,
-        context=types.CodeActionContext(diagnostics=[diag], only=[types.CodeActionKind.QuickFix])))
+    actions = await client.text_document_code_action_async(
+        types.CodeActionParams(
+            text_document=doc(uri),
+            range=diag.range,
+            context=types.CodeActionContext(
+                diagnostics=[diag], only=[types.CodeActionKind.QuickFix]
+            ),
+        )
+    )
     (fix,) = actions
-    assert fix.title == "Create a task harness for `lonely_kernel`" and fix.kind == types.CodeActionKind.QuickFix
-    result = await client.workspace_execute_command_async(types.ExecuteCommandParams(
-        command=fix.command.command, arguments=fix.command.arguments))
+    assert (
+        fix.title == "Create a task harness for `lonely_kernel`"
+        and fix.kind == types.CodeActionKind.QuickFix
+    )
+    result = await client.workspace_execute_command_async(
+        types.ExecuteCommandParams(command=fix.command.command, arguments=fix.command.arguments)
+    )
     assert result["applied"] is True and received
     changes = received[0].edit.document_changes
     created = [c.uri for c in changes if isinstance(c, types.CreateFile)]
@@ -246,6 +329,10 @@ async def test_no_harness_quick_fix_scaffolds_through_apply_edit(client):
     edits = {c.text_document.uri: c.edits for c in changes if isinstance(c, types.TextDocumentEdit)}
     stub = edits[created[0]][0].new_text
     assert "def lonely_reference(x: torch.Tensor):" in stub and "fill in" in stub
-    config_edit = "".join(e.new_text for e in edits[(client.workspace_root / "kernelbrain.toml").as_uri()])
+    config_edit = "".join(
+        e.new_text for e in edits[(client.workspace_root / "kernelbrain.toml").as_uri()]
+    )
     assert 'kernel = "lonely_kernel"' in config_edit and 'entry = "lonely"' in config_edit
-    assert not (client.workspace_root / "ops" / "lonely_harness.py").exists()  # the editor writes, not the server
+    assert not (
+        client.workspace_root / "ops" / "lonely_harness.py"
+    ).exists()  # the editor writes, not the server

@@ -37,7 +37,11 @@ def attach_apply_edit(client, texts: dict[str, str]):
                 continue
             uri = change.text_document.uri
             lines = texts[uri].splitlines(keepends=True)
-            for e in sorted(change.edits, key=lambda e: (e.range.start.line, e.range.start.character), reverse=True):
+            for e in sorted(
+                change.edits,
+                key=lambda e: (e.range.start.line, e.range.start.character),
+                reverse=True,
+            ):
                 start, end = e.range.start.line, e.range.end.line
                 lines[start:end] = e.new_text.splitlines(keepends=True)
             texts[uri] = "".join(lines)
@@ -53,14 +57,22 @@ async def new_client(workspace: Path, tmp_path: Path, settings=SETTINGS):
 
 
 async def actions_at(client, uri: str, line: int, only=(types.CodeActionKind.RefactorRewrite,)):
-    return await client.text_document_code_action_async(types.CodeActionParams(
-        text_document=doc(uri), range=types.Range(start=types.Position(line=line, character=4),
-                                                  end=types.Position(line=line, character=4)),
-        context=types.CodeActionContext(diagnostics=[], only=list(only))))
+    return await client.text_document_code_action_async(
+        types.CodeActionParams(
+            text_document=doc(uri),
+            range=types.Range(
+                start=types.Position(line=line, character=4),
+                end=types.Position(line=line, character=4),
+            ),
+            context=types.CodeActionContext(diagnostics=[], only=list(only)),
+        )
+    )
 
 
 def progress_ended(client, token) -> bool:
-    return any(isinstance(v, types.WorkDoneProgressEnd) for v in client.progress_reports.get(token, []))
+    return any(
+        isinstance(v, types.WorkDoneProgressEnd) for v in client.progress_reports.get(token, [])
+    )
 
 
 @pytest.fixture
@@ -77,51 +89,93 @@ async def test_optimize_preview_withdraw_apply_and_restart(workspace, tmp_path):
     uri = open_file(client, path)
     texts = {uri: original}
     received = attach_apply_edit(client, texts)
-    lenses = await client.text_document_code_lens_async(types.CodeLensParams(text_document=doc(uri)))
+    lenses = await client.text_document_code_lens_async(
+        types.CodeLensParams(text_document=doc(uri))
+    )
     assert [l.command.title for l in lenses] == ["⚡ Optimize kernel"]
-    started = await client.workspace_execute_command_async(types.ExecuteCommandParams(
-        command=lenses[0].command.command, arguments=lenses[0].command.arguments))
+    started = await client.workspace_execute_command_async(
+        types.ExecuteCommandParams(
+            command=lenses[0].command.command, arguments=lenses[0].command.arguments
+        )
+    )
     assert started["started"] is True
     tokens = list(client.progress_reports)
     assert len(tokens) == 1
     token = tokens[0]
-    await wait_until(lambda: progress_ended(client, token), timeout=240, what="the search to finish")
+    await wait_until(
+        lambda: progress_ended(client, token), timeout=240, what="the search to finish"
+    )
     reports = client.progress_reports[token]
     assert isinstance(reports[0], types.WorkDoneProgressBegin) and reports[0].cancellable
-    assert any(isinstance(r, types.WorkDoneProgressReport) and r.percentage is not None for r in reports)
+    assert any(
+        isinstance(r, types.WorkDoneProgressReport) and r.percentage is not None for r in reports
+    )
     # the summary is a window/showMessage sent after the progress ends: wait for it, do not race it
-    await wait_until(lambda: any("`gelu_kernel`" in m.message for m in client.messages), timeout=30,
-                     what="the search's summary message")
-    assert any("verified variant" in m.message for m in client.messages), [m.message for m in client.messages]
+    await wait_until(
+        lambda: any("`gelu_kernel`" in m.message for m in client.messages),
+        timeout=30,
+        what="the search's summary message",
+    )
+    assert any("verified variant" in m.message for m in client.messages), [
+        m.message for m in client.messages
+    ]
 
-    kernel_line = original.splitlines().index("def gelu_kernel(x_ptr, out_ptr, n_elements, BLOCK: tl.constexpr):") + 2
-    actions = [a for a in await actions_at(client, uri, kernel_line) if a.title.startswith("Apply:")]
+    kernel_line = (
+        original.splitlines().index(
+            "def gelu_kernel(x_ptr, out_ptr, n_elements, BLOCK: tl.constexpr):"
+        )
+        + 2
+    )
+    actions = [
+        a for a in await actions_at(client, uri, kernel_line) if a.title.startswith("Apply:")
+    ]
     assert actions, "no variant code action"
     first = actions[0]
     assert first.kind == types.CodeActionKind.RefactorRewrite and first.disabled is None
-    assert "estimated" in first.title and "not measured" in first.title and "verified on" in first.title
+    assert (
+        "estimated" in first.title
+        and "not measured" in first.title
+        and "verified on" in first.title
+    )
     variant_id = first.command.arguments[2]
 
-    preview = await client.protocol.send_request_async("kernelbrain/variant",
-                                                       {"uri": uri, "kernel": "gelu_kernel", "id": variant_id})
-    assert preview.found and preview.newText != original and preview.diff.startswith("--- a/gelu.py")
+    preview = await client.protocol.send_request_async(
+        "kernelbrain/variant", {"uri": uri, "kernel": "gelu_kernel", "id": variant_id}
+    )
+    assert (
+        preview.found and preview.newText != original and preview.diff.startswith("--- a/gelu.py")
+    )
     assert "What changed" in preview.explanation and preview.measured is False
 
     # Edit the kernel (unsaved): the variant is withdrawn, with the reason.
     edited = original.replace("inner = 0.7978845608028654", "inner = 0.79788456")
     replace_text(client, uri, edited, 2)
     await asyncio.sleep(0.3)
-    withdrawn = [a for a in await actions_at(client, uri, kernel_line) if a.command.arguments[2] == variant_id]
-    assert withdrawn and withdrawn[0].disabled is not None and "withdrawn" in withdrawn[0].disabled.reason
-    refused = await client.workspace_execute_command_async(types.ExecuteCommandParams(
-        command="kernelbrain.applyVariant", arguments=[uri, "gelu_kernel", variant_id]))
+    withdrawn = [
+        a
+        for a in await actions_at(client, uri, kernel_line)
+        if a.command.arguments[2] == variant_id
+    ]
+    assert (
+        withdrawn
+        and withdrawn[0].disabled is not None
+        and "withdrawn" in withdrawn[0].disabled.reason
+    )
+    refused = await client.workspace_execute_command_async(
+        types.ExecuteCommandParams(
+            command="kernelbrain.applyVariant", arguments=[uri, "gelu_kernel", variant_id]
+        )
+    )
     assert refused["applied"] is False and refused["stale"] is True and not received
 
     # Back to the searched code: apply through workspace/applyEdit, with the document version.
     replace_text(client, uri, original, 3)
     await asyncio.sleep(0.3)
-    applied = await client.workspace_execute_command_async(types.ExecuteCommandParams(
-        command="kernelbrain.applyVariant", arguments=[uri, "gelu_kernel", variant_id]))
+    applied = await client.workspace_execute_command_async(
+        types.ExecuteCommandParams(
+            command="kernelbrain.applyVariant", arguments=[uri, "gelu_kernel", variant_id]
+        )
+    )
     assert applied["applied"] is True
     (change,) = received[-1].edit.document_changes
     assert change.text_document.version == 3
@@ -140,8 +194,11 @@ async def test_optimize_preview_withdraw_apply_and_restart(workspace, tmp_path):
     uri = open_file(client, path)
     again = [a for a in await actions_at(client, uri, kernel_line) if a.title.startswith("Apply:")]
     assert variant_id in [a.command.arguments[2] for a in again]
-    hover = await client.text_document_hover_async(types.HoverParams(
-        text_document=doc(uri), position=types.Position(line=kernel_line - 2, character=6)))
+    hover = await client.text_document_hover_async(
+        types.HoverParams(
+            text_document=doc(uri), position=types.Position(line=kernel_line - 2, character=6)
+        )
+    )
     assert "Best variant" in hover.contents.value
     await stop_client(client)
     assert not record.exists()
@@ -159,19 +216,32 @@ def _alive(pid: int) -> bool:
 
 
 async def test_jobs_queue_and_cancel_stops_workers_within_two_seconds(workspace, tmp_path):
-    client, record = await new_client(workspace, tmp_path, SETTINGS | {"budget": "10m", "maxCandidates": 60})
+    client, record = await new_client(
+        workspace, tmp_path, SETTINGS | {"budget": "10m", "maxCandidates": 60}
+    )
     uris = [open_file(client, workspace / "ops" / f"{op}.py") for op in ("softmax", "rmsnorm")]
-    first = await client.workspace_execute_command_async(types.ExecuteCommandParams(
-        command="kernelbrain.optimize", arguments=[uris[0], "softmax_kernel"]))
-    second = await client.workspace_execute_command_async(types.ExecuteCommandParams(
-        command="kernelbrain.optimize", arguments=[uris[1], "rmsnorm_kernel"]))
+    first = await client.workspace_execute_command_async(
+        types.ExecuteCommandParams(
+            command="kernelbrain.optimize", arguments=[uris[0], "softmax_kernel"]
+        )
+    )
+    second = await client.workspace_execute_command_async(
+        types.ExecuteCommandParams(
+            command="kernelbrain.optimize", arguments=[uris[1], "rmsnorm_kernel"]
+        )
+    )
     assert first["started"] and second["started"] and second["queuedBehind"] == 1
     jobs = (await client.protocol.send_request_async("kernelbrain/jobs", {})).jobs
     assert {j.id: j.state for j in jobs} == {first["job"]: "running", second["job"]: "queued"}
 
     # Cancel the running job through its progress token, once its workers are busy.
-    token = next(t for t, reports in client.progress_reports.items()
-                 if reports and isinstance(reports[0], types.WorkDoneProgressBegin) and "softmax" in reports[0].title)
+    token = next(
+        t
+        for t, reports in client.progress_reports.items()
+        if reports
+        and isinstance(reports[0], types.WorkDoneProgressBegin)
+        and "softmax" in reports[0].title
+    )
     pids: list[int] = []
 
     async def busy() -> bool:
@@ -186,25 +256,40 @@ async def test_jobs_queue_and_cancel_stops_workers_within_two_seconds(workspace,
         await asyncio.sleep(0.2)
     client.window_work_done_progress_cancel(types.WorkDoneProgressCancelParams(token=token))
     t0 = time.monotonic()
-    await wait_until(lambda: progress_ended(client, token), timeout=2.0, what="the cancelled job to end")
-    await wait_until(lambda: not any(_alive(pid) for pid in pids), timeout=max(0.1, 2.0 - (time.monotonic() - t0)),
-                     what="the cancelled job's workers to exit")
-    jobs = {j.id: j for j in (await client.protocol.send_request_async("kernelbrain/jobs", {})).jobs}
+    await wait_until(
+        lambda: progress_ended(client, token), timeout=2.0, what="the cancelled job to end"
+    )
+    await wait_until(
+        lambda: not any(_alive(pid) for pid in pids),
+        timeout=max(0.1, 2.0 - (time.monotonic() - t0)),
+        what="the cancelled job's workers to exit",
+    )
+    jobs = {
+        j.id: j for j in (await client.protocol.send_request_async("kernelbrain/jobs", {})).jobs
+    }
     assert jobs[first["job"]].state == "cancelled"
     assert jobs[second["job"]].state in ("running", "finished")  # the queue moved on
-    await client.workspace_execute_command_async(types.ExecuteCommandParams(
-        command="kernelbrain.cancel", arguments=[second["job"]]))
+    await client.workspace_execute_command_async(
+        types.ExecuteCommandParams(command="kernelbrain.cancel", arguments=[second["job"]])
+    )
     await stop_client(client)
     assert not record.exists()
 
 
 async def test_invalid_settings_fall_back_with_one_message(workspace, tmp_path):
-    client, record = await new_client(workspace, tmp_path,
-                                      {"budget": "soon", "maxCandidates": -3, "device": "tpu", "compiledView": False})
-    await wait_until(lambda: len([m for m in client.messages if "is invalid" in m.message]) == 3,
-                     what="one message per invalid setting")
+    client, record = await new_client(
+        workspace,
+        tmp_path,
+        {"budget": "soon", "maxCandidates": -3, "device": "tpu", "compiledView": False},
+    )
+    await wait_until(
+        lambda: len([m for m in client.messages if "is invalid" in m.message]) == 3,
+        what="one message per invalid setting",
+    )
     texts = [m.message for m in client.messages]
-    assert any("`budget`" in t and "'3m'" in t for t in texts) and any("`maxCandidates`" in t for t in texts)
+    assert any("`budget`" in t and "'3m'" in t for t in texts) and any(
+        "`maxCandidates`" in t for t in texts
+    )
     await stop_client(client)
 
 
@@ -222,8 +307,9 @@ async def test_compiled_view_diagnostics_without_blocking(workspace, tmp_path):
     assert latencies and max(latencies) < 0.5  # the server answered while the agent compiled
     kb202 = next(d for d in client.diagnostics[uri] if d.code == "KB202")
     assert "32-bit" in kb202.message and "BLOCK=64" in kb202.message
-    hover = await client.text_document_hover_async(types.HoverParams(
-        text_document=doc(uri), position=types.Position(line=12, character=6)))
+    hover = await client.text_document_hover_async(
+        types.HoverParams(text_document=doc(uri), position=types.Position(line=12, character=6))
+    )
     assert "Compiled" in hover.contents.value and "regs" in hover.contents.value
     await stop_client(client)
     assert not record.exists()
