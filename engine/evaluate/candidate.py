@@ -5,8 +5,6 @@ from __future__ import annotations
 import ast
 import hashlib
 
-import msgspec
-
 
 def normalise(source: str) -> str:
     """Source with comments and formatting removed, so cosmetic variants hash alike."""
@@ -18,16 +16,3 @@ def normalise(source: str) -> str:
 
 def candidate_id(source: str) -> str:
     return hashlib.sha256(normalise(source).encode("utf-8", "surrogatepass")).hexdigest()[:16]
-
-
-class Candidate(msgspec.Struct, frozen=True):
-    id: str
-    source: str
-    origin: str = "user"  # which mutator made it ("user" for a file given on the command line)
-    parent: str | None = None
-    description: str = ""
-    llm: bool = False
-
-    @classmethod
-    def from_source(cls, source: str, **kw) -> "Candidate":
-        return cls(id=candidate_id(source), source=source, **kw)

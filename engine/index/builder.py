@@ -37,9 +37,6 @@ class ImportAliases:
         head = self.names.get(node.id, "triton.language" if node.id == "tl" else node.id)
         return ".".join([head, *reversed(parts)])
 
-    def is_triton(self, node: ast.AST, dotted: str) -> bool:
-        return self.canonical(node) == dotted
-
 
 @dataclass
 class ParsedModule:

@@ -409,11 +409,6 @@ class LaunchView:
     def num_warps(self) -> int | None:
         return self.const_int(self.options.get("num_warps"))
 
-    def launcher_calls(self, *attrs: str) -> list[ast.Call]:
-        if self.launcher is None:
-            return []
-        return [n for n in ast.walk(self.launcher) if method_call(n, *attrs)]
-
 
 def kernel_views(pm: ParsedModule) -> list[KernelView]:
     return [

@@ -111,9 +111,6 @@ class DeviceModel:
     # BLOCK_K 32 at 5 stages (depth 128) ran 1-2% faster than 64 at 3 or 4 and than 32 at 4 (96).
     dot_k_depth: float = 128.0
     dot_depth_exponent: float = 0.3
-    # Programs visited in row-major order instead of grouped: the same H200 runs measured no gain
-    # from grouping (1.003x on its own; 1.885x with and without, on the best tiling).
-    ungrouped_dot_factor: float = 1.0
     # A matmul's operand tiles are re-read by a whole row or column of programs and mostly come
     # from L2: its loop's round trips wait less than a stream's. With the streaming 1.2 us the
     # latency floor exceeded the compute floor of 4-stage tilings; any value from 0.3 to 0.8 us
@@ -533,9 +530,7 @@ def _tile_elems(rec: LaunchRecord, kv_tiles: list[str]) -> int:
     return _prod(tiles) if tiles else 1024
 
 
-def dot_efficiency(
-    values: dict, num_warps: int, num_stages: int, grouped: bool, dev: DeviceModel
-) -> float:
+def dot_efficiency(values: dict, num_warps: int, num_stages: int, dev: DeviceModel) -> float:
     """Fraction of the tensor-core rate a tile configuration reaches (a rough, monotone model)."""
     bm = next((v for k, v in values.items() if k.upper().endswith("M") and isinstance(v, int)), 64)
     bn = next((v for k, v in values.items() if k.upper().endswith("N") and isinstance(v, int)), 64)
@@ -549,7 +544,6 @@ def dot_efficiency(
     eff *= min(1.0, prefetched / dev.dot_prefetch_stages) ** dev.dot_prefetch_exponent
     eff *= dev.dot_tall_tile_factor if bm > bn else 1.0
     eff *= 0.85 if (bm * bn >= 128 * 128 and num_warps < 8) else 1.0
-    eff *= 1.0 if grouped else dev.ungrouped_dot_factor
     return max(eff, 0.05)
 
 
@@ -718,7 +712,7 @@ def launch_time_us(
             / (
                 dev.bf16_tflops
                 * 1e6
-                * dot_efficiency(tiles_cfg, rec.num_warps, rec.num_stages, shape.grouped, dev)
+                * dot_efficiency(tiles_cfg, rec.num_warps, rec.num_stages, dev)
             )
             / max(wave_eff, 0.05)
         )

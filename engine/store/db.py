@@ -340,14 +340,6 @@ class Store:
             (script, time.time(), total_us, _dumps(rows)),
         )
 
-    def latest_profile(self) -> dict | None:
-        row = self._exec(
-            "SELECT script, created, total_us, rows FROM profiles ORDER BY id DESC LIMIT 1"
-        ).fetchone()
-        if row is None:
-            return None
-        return {"script": row[0], "created": row[1], "total_us": row[2], "rows": json.loads(row[3])}
-
     def kernel_profile(self, file: str, kernel: str) -> dict | None:
         """This kernel's row of the latest profile that ran it: {script, share, time_us, calls}."""
         for script, rows in self._exec("SELECT script, rows FROM profiles ORDER BY id DESC"):
