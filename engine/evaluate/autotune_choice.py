@@ -4,7 +4,7 @@ Why: a tuned kernel picks its configuration by timing each one, per key, on what
 on; the one the harness machine would pick says nothing of the others, and any of them may be
 picked on the user's GPU. Timing them was also what made tuned candidates expensive to verify:
 each new shape of the harness re-tuned every configuration (Triton's default ~125 ms of timing
-each). On an H200 (BENCHMARKS.md, runs N and O) the sweep stage of one six-config autotuned
+each). On an H200 the sweep stage of one six-config autotuned
 matmul candidate took 16-19 s, that of a fixed-config candidate ~0.1 s; checking every
 configuration untimed, the sweeps of all twelve candidates of a ladder-vs-full run took 1.7 s.
 

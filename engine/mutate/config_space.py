@@ -7,7 +7,7 @@ repeats (`triton.cdiv(n, 64)` next to `BLOCK=64`) or the launcher constant the l
 it is computed from. Any constexpr the launch passes can own a literal, tile or not, and a
 literal that could stand for two of the same value (`BLOCK_M=16`, `ITERS=16`:
 `cdiv(cdiv(n_rows, 16), 16)`) is not guessed at: those two only change together. In a 5-minute
-H200 col_sum search (run N) six re-tilings of a coarsened kernel took `ITERS`'s literal for
+H200 col_sum search six re-tilings of a coarsened kernel took `ITERS`'s literal for
 `BLOCK_M`'s, launched a quarter of the programs, quick-timed 3.8x and failed the full harness;
 the small inputs of the smoke stage fit in one program and passed. Only literal
 (static) tiles are retuned; a tile computed from the input (`triton.next_power_of_2(n_cols)`)
@@ -30,11 +30,10 @@ ELEMENTWISE_BLOCKS = (256, 512, 1024, 2048, 4096, 8192)
 WARPS = (1, 2, 4, 8, 16)
 STAGES = (1, 2, 3, 4)
 # A pipelined streaming loop's depth (`loop_stages`), every step (a repeated step stays inside);
-# it keeps (depth - 1) tiles in shared memory. Up to 6: run AG's column strips ran fastest 4-6
-# deep but for one tiling (128 x 64 at 8 warps, 8 deep), and 8 cost 256 x 64 at 8 warps 18% (42.0
-# vs 35.7 us at 5); run AO, with 7 and 8 in the space, walked there, and its strips reached 2.55x
-# on 16384x4096 (2.63x autotuned) where runs AL and AM, 6 at most, reached 2.79-2.84x (128 x 32,
-# 6 deep; AP and AQ with this range 2.76-2.81x).
+# it keeps (depth - 1) tiles in shared memory. Up to 6: on an H200, col_sum's column strips ran
+# fastest 4-6 deep but for one tiling (128 x 64 at 8 warps, 8 deep), and 8 cost 256 x 64 at
+# 8 warps 18% (42.0 vs 35.7 us at 5); a search with 7 and 8 in the space walked there and
+# reached 2.55x on 16384x4096, where searches with 6 at most reached 2.76-2.84x.
 LOOP_STAGES = (2, 3, 4, 5, 6)
 DOT_MN = (32, 64, 128, 256)
 DOT_K = (32, 64, 128)
@@ -294,7 +293,7 @@ def prior(knobs: dict, uses_dot: bool) -> float:
         )
     per_thread = math.log2(_prod(tiles) / (32 * warps) if tiles else 8)
     # A pipelined streaming loop (`loop_stages` set) is as fast from 16 to 64 elements a thread:
-    # run AG's five fastest column-strip tilings held 16-64 (256 x 64 at 8 warps: 64).
+    # one H200 run's five fastest column-strip tilings held 16-64 (256 x 64 at 8 warps: 64).
     off = (
         max(0.0, 4 - per_thread, per_thread - 6) if "loop_stages" in knobs else abs(per_thread - 4)
     )
@@ -333,7 +332,7 @@ def ordered(options: list[dict], current: dict, uses_dot: bool) -> list[dict]:
     # Moves of the loops' depth alone, of the tiles and warps alone, and of both take turns: by
     # distance alone the depths of the one or two tilings the prior favours fill a parent's share
     # of proposals (PROPOSALS_PER_MUTATOR in the search). The depth that pays depends on the tile
-    # (run AG, col_sum strips: 256 x 32 at 4 warps 37.0 / 44.3 / 39.6 us at 4 / 5 / 6 stages).
+    # (H200, col_sum strips: 256 x 32 at 4 warps 37.0 / 44.3 / 39.6 us at 4 / 5 / 6 stages).
     def move(o: dict) -> int:
         same_tiling = all(o.get(k) == current.get(k) for k in o if k != "loop_stages")
         return 0 if same_tiling else 1 if o.get("loop_stages") == depth else 2
@@ -365,8 +364,8 @@ def repeated_steps(ctx: MutationContext, index: int, lk: LaunchKnobs, staged: bo
     moved by the same count; empty where the step changed no knob of this launch. A pattern move
     (Hooke-Jeeves): a walk of one doubling per generation stays near where it started. H200
     col_sum, one program per column strip, 16384x4096: 32 x 64 -> 64 x 64 tiles, 1.35x -> 1.94x
-    the first draft, and no further in run AK's 5 minutes; with the repeated step (and equal tiles
-    told apart) run AL's walk reached 128 x 32, 2.84x."""
+    the first draft, and no further in one H200 run's 5 minutes; with the repeated step (and equal tiles
+    told apart) one H200 run's walk reached 128 x 32, 2.84x."""
     if ctx.previous is None:
         return []
     before_ctx = MutationContext(ctx.task, ctx.previous)

@@ -11,7 +11,7 @@ most; where many programs already saturate the bandwidth the cost model sees no 
 
 Preconditions: the kernel has no `tl.dot`, and `range` / `tl.range` loops whose bodies load, none
 of them pipelined yet. Once they are, `config` retunes the depth together with the tiles and warps
-(`pipelined_depth`): the depth that pays depends on the tile (H200 col_sum column strips, run AG:
+(`pipelined_depth`): the depth that pays depends on the tile (H200 col_sum column strips:
 256 x 32 at 4 warps took 37.0 / 44.3 / 39.6 us at 4 / 5 / 6 stages, 256 x 64 at 8 warps 37.3 /
 35.7 / 35.9 us), so one knob at a time walks past the best pairs. Correctness does not depend on the
 stages (Triton pipelines only what it can prove safe).

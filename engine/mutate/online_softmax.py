@@ -16,7 +16,7 @@ Two forms of the fused loop:
   running maximum reduced whole (`tl.max(m, axis=0)`) and no other use of it after the loops.
   Where the sum, too, is only ever reduced whole after the loops (`tl.sum(d, axis=0)`), it
   becomes one scalar as well, each block adding its own `tl.sum`: no accumulator of a block's
-  width stays live across the loop. H200, same example, 2026-11-30 (structure probe, run U): at
+  width stays live across the loop. H200, same example, 2026-11-30 (structure probe): at
   4096 wide and 2 warps 147 -> 79 registers a thread, 17% -> 33% occupancy, 88.1 -> 71.1 us
   (ncu), 72.5 us timed as the search times, 87% of copy; at 4096/4 warps 79.9 -> 74.5 us.
 """

@@ -3,7 +3,7 @@
 `torch._assert_async(cond)` statements (what `host-sync` makes of `.item()` checks) are small
 launches the kernel does not wait for, yet on one stream the GPU runs them first, one after the
 other: on an H200 cross_entropy's range check (a max, a min, two compares, an or, a not, the
-assert: seven launches) took 21 us in front of an 81 us kernel (bench/structure_probe.py, run R).
+assert: seven launches) took 21 us in front of an 81 us kernel (bench/structure_probe.py).
 Forked onto a side stream they run while the kernel does; the launcher's stream waits for them
 before the call returns, so what follows the call is ordered after the check as before, and a
 failing check still stops the program at the next synchronisation. The side stream has high
@@ -12,7 +12,7 @@ priority the GPU dispatches each of them only after every pending block of the k
 beside it, so the chain ends after the kernel's last wave instead of hiding inside it (H200,
 cross_entropy 4096x32768 at 4096 wide and 2 warps, timed eagerly: 95.3 us at equal priority, 82.5
 at high, 72.4 without the check; the search's A/Bs then measured 75.0-75.1 us, 84.1-84.2% of
-copy, against 87.4-87.6 us before; runs Y and AA). On the CPU
+copy, against 87.4-87.6 us before). On the CPU
 (interpreter) the side stream is None and `torch.cuda.stream(None)` changes nothing.
 
 Preconditions: the entry has one launch; the `_assert_async` statements are consecutive

@@ -6,8 +6,8 @@ first draft then runs one program per column strip over every row: no atomic upd
 launcher's zero-filled output becomes redundant (`launcher-cleanup` turns it into an empty one).
 Why: col_sum 16384x4096 on an H200 timed 35.7 us, 87.7% of copy, with 256 x 64 tiles at 8 warps
 and 5 pipeline stages, against 37.9 us for the best coarsened-atomics variant, whose output must
-be zero-filled first (bench/structure_probe.py, runs AE and AG; a zero-fill before a read of the
-same bytes cost 1.8 us, run AD). It leaves few programs on short reductions (16-32 on
+be zero-filled first (bench/structure_probe.py; a zero-fill before a read of the
+same bytes cost 1.8 us). It leaves few programs on short reductions (16-32 on
 65536x1024: 80-120 us there), which is what a dispatch per shape is for.
 
 Preconditions (nothing is proposed otherwise): a split reduction (`split_reduction.py`) along an
@@ -103,7 +103,7 @@ def _rewrite(ctx: MutationContext, site: SplitReduction, count: str) -> Mutation
     first[1].value = copy.deepcopy(site.reduced)  # type: ignore[attr-defined]
     # Pipelined at Triton's default depth (`loop-stages` tunes it): the launch's stages do not
     # reach a loop without a dot, and unpipelined a column strip streams one tile at a time
-    # (H200 16384x4096, 32 x 64 tiles: 268 us, 0.38x the first draft; run AH).
+    # (H200 16384x4096, 32 x 64 tiles: 268 us, 0.38x the first draft).
     loop = ast.parse(f"for {pid} in tl.range(1, {count}, num_stages=3):\n    {acc} += 0\n").body[0]
     loop.body = copy.deepcopy(site.middle) + [loop.body[0]]
     loop.body[-1].value = copy.deepcopy(site.reduced)  # type: ignore[attr-defined]

@@ -20,7 +20,8 @@ of its floors plus launch overhead:
   busiest SM at a rate that needs enough resident warps to hide each instruction's latency;
   memory and issue overlap only as far as the SM's other programs can stream while one computes.
 
-The device constants were fitted against H200 measurements (bench/cost_model_fit.py).
+The device constants live in `device_model.toml`, fitted against H200 measurements
+(bench/cost_model_fit.py); docs/notes/cost-model.md has the measurements behind each.
 Every figure it produces is an estimate and is labelled so (`measured: false`).
 """
 
@@ -30,216 +31,69 @@ import ast
 import functools
 import math
 from dataclasses import dataclass
+from pathlib import Path
 
 from ..evaluate.messages import CaseLaunches, CompiledFacts, LaunchRecord, SpecializeResult
 from ..index import parse_module
 from ..rules.analysis import kernel_views, kwarg
 
 
+def _fitted_constants() -> dict:
+    """The default device's constants, from the data file beside this module."""
+    import tomllib
+
+    with open(Path(__file__).with_name("device_model.toml"), "rb") as f:
+        return {name: entry["value"] for name, entry in tomllib.load(f).items()}
+
+
+_FITTED = _fitted_constants()
+
+
 @dataclass(frozen=True)
 class DeviceModel:
-    """An H200 (sm_90) by default; bandwidth and matmul rate from measured ceilings when known."""
+    """The device the cost model estimates for: an H200 (sm_90) by default, with bandwidth and
+    matmul rate from the measured ceilings when known. Every default is a constant of
+    `device_model.toml`, which says where each was fitted."""
 
-    sms: int = 132
-    bandwidth_gbps: float = 4280.0  # device-to-device copy, brief §6
-    bf16_tflops: float = 680.0
-    l2_bytes: int = 50 * 1024 * 1024
-    l2_reread_cost: float = 0.1  # of a DRAM read
-    # A re-read hits L2 while the resident programs' slices fit, and almost never once they do
-    # not (streaming data evicts itself before its second pass): the hit share falls as a smooth
-    # step, 1 / (1 + (working set / (l2_bytes x share)) ** sharpness). H200 softmax 1024x32768,
-    # two passes over 64 KB rows by 1,024 co-resident programs (64 MB): 47-50 us measured (runs
-    # BD, AX, quick rung), every re-read missing (201 MB at 4.28 TB/s is 47 us), where the
-    # proportional share min(1, 50 MB / 64 MB) estimated 36 us; cross_entropy's 64 KB rows with
-    # 528 programs resident (34 MB) re-read from L2 (1.24x vs 1.08x over the first draft). With
-    # the issue terms below (before the L1 spill term), Spearman rho over BD / AX softmax's
-    # quick-timed candidates 0.63 / 0.62 -> 0.77 / 0.75, their verified variants 0.90 / 0.86 ->
-    # 0.95 / 0.97 (30-45 MB and sharpness 4-16 rank alike; bench/cost_model_fit.py). It costs the
-    # first draft's absolute estimate on that shape: three passes of 2 KB tiles, 124 us against 78
-    # measured (85 without it).
-    l2_reuse_share: float = 0.8
-    l2_reuse_sharpness: float = 8.0
-    # Fitted with bench/cost_model_fit.py. First on the variants of a 5-example H200 run
-    # (early on 2026-11-30): 1.2 us and a re-read from L2 at a tenth of a DRAM read ranked them
-    # best (mean rho 0.47 against 0.39 for 0.8 us and all-or-nothing L2 reuse). Refitted on the
-    # 23 searches recorded since (runs B-X, this model): 0.9 us, mean rho 0.68 -> 0.70; rmsnorm
-    # 0.51 -> 0.67 (S) and 0.20 -> 0.40 (W), over W's 58 quick-timed rmsnorm candidates 0.69 ->
-    # 0.85; cross_entropy O 0.23 -> 0.35, S 0.77 -> 0.81, M 0.32 -> 0.26; the rest within 0.05.
-    # At 1.2 us the model put rmsnorm's original (512 wide, 4 warps) at 84 us, measured 70 us.
-    memory_latency_us: float = 0.9
-    launch_us: float = 3.0
-    # A host sync (`.item()`) drains the GPU, which then idles until Python has issued the next
-    # launch. H200 cross_entropy: asserting its check on the GPU instead of two `.item()` syncs
-    # saved 44-50 us per case while adding seven small launches (10-20 us, structure probe):
-    # ~30 us a sync. At 15 us the model ranked those variants below the syncing ones' configs
-    # (bench/cost_model_fit.py on runs B and C: rho 0.62 / 0.53; 0.89 / 0.86 at 30 us).
-    host_sync_us: float = 30.0
-    # A program's atomic update (acq_rel by default: it waits for the program's memory traffic)
-    # bounds the rate programs retire, whatever its width. H200 col_sum, 128 MB each time: 32,768
-    # programs with one 64-wide or one 16-wide update took 102 / 110 us (3.1 ns a program), 8,192
-    # or 4,096 programs 49-51 us (memory-bound); the element count (2.1 M vs 0.5 M) did not matter.
-    atomic_program_ns: float = 3.1
-    # Each program ends on its atomic update, which waits for the program's loads: a tail per wave
-    # of programs that the bandwidth floor does not see. H200 col_sum (run J), 128 MB summed by
-    # bandwidth-bound coarsened programs: 2,048-4,096 programs 43.3-43.5 us, 8,192 44.7-46.0,
-    # 16,384 46.9, about 0.5 us a wave. With it, Spearman rho on col_sum's runs H / J rose from
-    # 0.50 / 0.40 to 0.66 / 0.69 (runs A / B, older flush: 0.16 / 0.18 -> 0.18 / 0.22), for any
-    # value from 0.25 to 4 us: it orders variants the other floors tie.
-    atomic_tail_us: float = 0.5
-    # A program's atomic update, and its tail, cost more the more lanes issue it: num_warps x the
-    # update's width, beyond 256 (4 warps x 64), by (lanes / 256) ** this. H200 col_sum (run Z,
-    # 16384x4096, quick rung), uncoarsened tilings of equal program counts: 64 wide at 4 / 8 warps
-    # 1.75x / 1.03x the first draft, 128 wide at 4 / 8 warps 1.08x / 0.61x; 32 x 64 at 8 warps
-    # 0.55x (the draft is 32 x 64 at 4): per program 1.8-1.9x at 512 lanes, 3.3x at 1,024. Run J's
-    # 16- and 64-wide updates at 4 warps (64 and 256 lanes) cost alike. Spearman rho over run Z's
-    # 108 GPU-timed col_sum candidates 0.43 -> 0.63 (0.5-1.2 alike; 512 free lanes 0.58); the
-    # verified variants of runs H, J, N, S, Z unchanged (bench/cost_model_fit.py). It ranks one
-    # measured pair wrongly: 32 x 128 x 16 at 4 warps, 136 registers, 2.50x vs 16 x 64 x 16 2.30x.
-    atomic_lanes_exponent: float = 0.85
-    atomic_free_lanes: int = 256
-    # Runs of fewer contiguous bytes than a 128-byte line per row cost bandwidth: col_sum tiles 16
-    # wide (32 B) ran at 0.88x of the same tiles 64 wide (128 B) on an H200.
-    line_bytes: int = 128
-    short_run_exponent: float = 0.1
-    # Special-function results (tl.exp, tl.log, ...) per second, x1e12. H200, cross_entropy
-    # 4096x32768 (134 M logits) at 4 warps: two exponentials per logit (a per-lane running
-    # maximum) took 122 us, one per logit 86-95 us (bench/structure_probe.py): ~2.2e12 a second
-    # once the exponentials bound the loop (the units' peak is 132 SMs x 16 x 1.98 GHz = 4.2e12).
-    special_tops: float = 2.2
-    # Matmul pipelining: the K extent (elements) the stages prefetch ahead of the tensor cores,
-    # BLOCK_K x (stages - 1), that saturates them. H200 4096^3 (128x256 tiles, 8 warps; runs C-F):
-    # BLOCK_K 32 at 5 stages (depth 128) ran 1-2% faster than 64 at 3 or 4 and than 32 at 4 (96).
-    dot_k_depth: float = 128.0
-    dot_depth_exponent: float = 0.3
-    # A matmul's operand tiles are re-read by a whole row or column of programs and mostly come
-    # from L2: its loop's round trips wait less than a stream's. With the streaming 1.2 us the
-    # latency floor exceeded the compute floor of 4-stage tilings; any value from 0.3 to 0.8 us
-    # ranks the variants of five H200 runs alike (bench/cost_model_fit.py, mean rho 0.81 against
-    # 0.78 at 1.2 us; fitted in sample).
-    dot_operand_latency_us: float = 0.5
-    # Whatever the K extent in flight, a matmul loop with one tile prefetched (2 stages) does not
-    # hide the loads: H200 4096^3 (run Z, quick rung), 128x256 tiles at 8 warps: BLOCK_K 128 / 64
-    # at 2 stages 1.32-1.48x / 1.16-1.42x the first draft, estimated 2.50-2.75x / 2.25x; BLOCK_K
-    # 64 at 3 stages 2.11x, 32 at 4-5 stages 2.10-2.17x. The efficiency scales by
-    # ((stages - 1) / this) ** dot_prefetch_exponent below this many prefetched tiles.
-    dot_prefetch_stages: float = 2.0
-    dot_prefetch_exponent: float = 0.5
-    # Tiles taller than wide run slower than their transpose at the same warps and stages: run Z,
-    # 256x128 against 128x256, 0.78-0.93x (median 0.87). With both terms Spearman rho over run
-    # Z's 141 GPU-timed matmul candidates 0.61 -> 0.93 (in sample; 0.80 with either term alone;
-    # stages 3 or exponent 1.0 fit worse); the verified variants of runs H, P, S, Z unchanged
-    # (bench/cost_model_fit.py).
-    dot_tall_tile_factor: float = 0.85
-    # Register spills slow the memory stream by spilled registers / 256, at most this much. H200
-    # softmax (run Z, quick rung): single-pass at 4 warps, which spills on the 32768-wide row,
-    # measured 1.19-1.21x the first draft over the three cases, about as fast as at its default
-    # warps (1.22x), where a charge of up to 2x estimated it at 1.05x. At 0.2, Spearman rho over
-    # Z's 64 GPU-timed softmax candidates 0.61 -> 0.81 (0.3: 0.79; in sample), S's verified softmax
-    # variants 0.88 -> 0.94; the other examples' quick-rung and verified sets unchanged
-    # (bench/cost_model_fit.py over runs S, W, X, Y, Z).
-    spill_max: float = 0.2
-    # Beyond that bounded charge, heavy spills move their own bytes: every thread's spilled 4-byte
-    # registers, this many times, streamed like the kernel's own bytes (a spill is stored and
-    # loaded back; one of the two is charged, the other mostly hits L1/L2). H200 softmax on
-    # 1024x32768 (run AU, quick rung), a single-pass row held by 1 / 2 warps: 4,960 / 2,848
-    # spilled registers, 0.13x / 0.20x the first draft (estimated 1.67x with the bounded charge
-    # alone); at 4 warps 56 spills, 0.93x against 1.29x at the default 16 warps. Spearman rho
-    # over AU's 110 quick-timed softmax candidates 0.66 -> 0.77 (2.0: 0.73; in sample), over AI's
-    # 93 0.75 -> 0.85 (out of sample); the verified sets of the latest runs of every example
-    # unchanged (bench/cost_model_fit.py --grid "spill_traffic=0,1,2").
-    spill_traffic: float = 1.0
-    # Spilled registers live in local memory, which L1 caches: what the SM's resident programs
-    # spill together (bytes a thread x threads x programs) reaches DRAM only beyond this much.
-    # H200 softmax 1024x32768, single pass at 4 warps (255 registers, two programs an SM): 160
-    # bytes a thread spilled (40 KB an SM), 53.2 us measured (run BF), estimated 64 us with the
-    # traffic charged (41 us without); the 1- and 2-warp rows above spill 1.3 / 0.7 MB an SM and
-    # stay charged. Spearman rho over BF's verified softmax variants 0.17 -> 0.98, its quick set
-    # 0.77 -> 0.79, AU's quick set 0.76 -> 0.80; AU's verified set 0.27 -> -0.45 (its 4-warp
-    # row, 192 bytes spilled and 4,448 instructions, measured 66.5 us; that set's order does not
-    # reproduce between runs, see BENCHMARKS); 64-192 KB alike (bench/cost_model_fit.py).
-    spill_l1_bytes: int = 128 * 1024
-    # A grid smaller than one wave streams at what its own programs keep in flight, and its
-    # memory time is charged waves ** this besides (it was 0.25 with every resident slot counted
-    # as in flight; the tensor-core and special-function floors keep 0.25). H200 col_sum
-    # 16384x4096 (run AG): one program per 64-column strip over every row, 64 programs, took
-    # 35.7 us, and 0.25 estimated it at 89 us (now 40 us); softmax's first
-    # draft on 1024x32768 (1,024 programs of 4 warps, half a wave) measured 79 us, estimated
-    # 52 us before and 78 us now. Spearman rho over 19 verified sets (runs S-AE)
-    # mean 0.68 -> 0.71 (gelu AD 0.70 -> 0.97, Z 0.41 -> 0.84; cross_entropy AA 0.73 -> 0.70),
-    # over 8 quick-rung sets mean 0.80 -> 0.80 (gelu 0.78 -> 0.88, softmax AC 0.82 -> 0.70);
-    # in sample (bench/cost_model_fit.py); in the GPU searches since run AH.
-    under_wave_exponent: float = 0.0
-    # A streaming loop pipelined S stages deep (`tl.range(..., num_stages=S)`) keeps S - 1 tiles
-    # of loads in flight per program: the stream counts (S - 1) ** this tiles. Without it a loop
-    # has one (the launch's stages do not reach loops without a dot: `loop-stages`). And what
-    # one SM's programs stream is capped (GB/s): a grid of few programs is bound by it whatever
-    # it keeps in flight. H200 col_sum, one program per column strip (run AG, 64 programs on
-    # 16384x4096): 256 x 64 tiles at 8 warps took 159 / 45 / 37 / 36 us at 1 / 3 / 4 / 5 stages,
-    # 56 GB/s a program at best; 16 programs (65536x1024) 67 GB/s. Spearman rho over AG's 135
-    # tilings, 16384x4096, 0.32 -> 0.67 with these two, the loaded element size (below) and the
-    # wide-program charge for grids over one wave only (exponent 0.5 / 0.75: 0.66-0.67, cap 50
-    # GB/s 0.70); the verified and quick-rung sets of runs S-AH move by at most 0.02 but for
-    # cross_entropy S, 0.99 -> 0.81 (n=6; its latest, AD, 0.81 either way; bench/cost_model_fit.py).
-    loop_prefetch_exponent: float = 1.0
-    sm_stream_gbps: float = 65.0
-    # An SM streams its cap only with enough warps to issue the loads, unpack them and add them
-    # up: below `sm_stream_warps` resident warps its cap scales by (warps / that) ** this. H200
-    # col_sum 16384x4096, one program per 64-column strip (64 programs, one an SM): 128 x 64
-    # tiles at 4 warps, 5 deep, 40.0 us (run AQ, quick rung); at 8 warps 35.5 us 8 deep, 256 x 64
-    # 36.3 us 5 deep (run AS, engine timing, median of 3): 52 against 58-59 GB/s an SM, (4 / 8) **
-    # 0.18. Without it the model tied the two, and the search's estimate rung kept the 4-warp one
-    # (the first in geomean order) and never timed the 8-warp strips (runs AL-AQ). Out of sample,
-    # over run AG's 135 strip tilings on 16384x4096, Spearman rho 0.67 -> 0.80 (0.5: 0.82;
-    # bench/probe_entries.py, bench/cost_model_fit.py).
-    sm_stream_warps: int = 8
-    sm_stream_warp_exponent: float = 0.18
-    # Instruction issue: a loop-free kernel's SASS is what each of its threads executes, once,
-    # and the busiest SM issues its programs' warps x instructions at `issue_per_cycle` a cycle,
-    # scaled by (resident warps / `issue_warps`) ** this below that many (too few warps to hide
-    # each instruction's latency). H200 gelu on 2^20 elements (run BB, quick rung): 128 programs
-    # of 4 warps and 1,413 instructions (64 elements a thread) measured 1.99-2.27x the first
-    # draft, 1,024 programs of 2 warps and 363 instructions 2.59-2.77x; the model tied them.
-    # Spearman rho over BB's 70 quick-timed gelu candidates 0.61 -> 0.90 (in sample), out of
-    # sample over AD's 44 / Z's 51 0.78 / 0.81 -> 0.91 / 0.94; the other examples' latest quick
-    # sets: rmsnorm BB / AE 0.81 / 0.84 -> 0.81 / 0.83, softmax AX 0.81 -> 0.83, cross_entropy AY
-    # 0.84 -> 0.86, col_sum and matmul unchanged, every verified set unchanged. Added to the
-    # latency floor instead of a floor of its own: rmsnorm's quick set 0.68 (grid: 16 or 32 warps,
-    # exponent 0.5 or 1; bench/cost_model_fit.py).
-    #
-    # Loops count too (`executed_instructions`): the straight-line SASS once, the loop bodies once
-    # a pass. H200 softmax 1024x32768 (run BD): the online softmax in 1024-wide tiles at 4 warps
-    # (32 trips of 253 instructions) 69.8 us, 4096 wide at 8 warps (8 of 451) 50.4 us. This
-    # replaces a charge of (warps / 4) ** 0.3 on row loops wider than 4 warps (cross_entropy,
-    # structure probe run R: 16 warps 1.13-1.30x slower than 4 at the same elements a thread);
-    # with both, col_sum BA's verified rho fell to 0.42. Neither reproduces run R's pair: the model
-    # ties them at the exponential floor (see BENCHMARKS, "Offline after run BE").
-    #
-    # Memory and issue overlap only as far as other programs can stream while one computes: a
-    # program's loads are in flight, then its warps compute on them. `needed` programs keep the
-    # SM's share of the bandwidth busy (share x memory latency / the bytes one program loads at
-    # once); with P programs on the SM, while one computes the other P - 1 stream, short by
-    # 1 - (P - 1) / needed. That share of the smaller time adds to the larger: a lone program
-    # (P = 1) loads, then computes; eight 8 KB rows an SM hide the issue entirely. H200 softmax
-    # single-pass (runs BD, AX, quick rung): 16384x4096 at 8 warps (8 programs an SM, 8 KB each)
-    # 63 us of which 37-52 us issue, at 16 warps (4 programs) 76-82 us (memory 64.5 + a quarter
-    # of its 48-65 us issue); 1024x32768 at 16 warps (one 64 KB row an SM) 45-49 us, memory 31
-    # plus all of its 15-18 us issue. rmsnorm 16384x4096 at 16 warps: 69-71 us, memory 64 plus
-    # 6-7 of 36-38 issue (BD). With the loop count, the overlap, the L2 step and the L1 spills,
-    # Spearman rho (verified / quick-timed) over softmax BD 0.95 / 0.77, AX 0.97 / 0.74 (-0.12 /
-    # 0.76 and -0.06 / 0.82 before), rmsnorm BD 0.78 / 0.83, gelu BD 0.80 / 0.81, cross_entropy
-    # AY 0.73 / 0.90, col_sum BA 0.80 / 0.82, matmul BA 0.81 / 0.92 (in sample); out of sample
-    # softmax AU / AI -0.45 / 0.59 (0.45 / 0.09 before; orders that do not reproduce between
-    # runs) and 0.80 / 0.80, rmsnorm AE 0.80 / 0.85, gelu AD 0.83 / 0.86, cross_entropy AV 0.74 /
-    # 0.91, col_sum AT 0.90 / 0.82; softmax BG, searched with it on an H200, 0.85 / 0.75
-    # (bench/cost_model_fit.py, BENCHMARKS "Offline after run BE").
-    clock_mhz: float = 1980.0
-    issue_per_cycle: float = 4.0
-    issue_warps: float = 16.0
-    issue_exponent: float = 1.0
-    max_warps_per_sm: int = 64
-    max_blocks_per_sm: int = 32
-    regs_per_sm: int = 65536
-    smem_per_sm: int = 228 * 1024
+    sms: int = _FITTED["sms"]
+    bandwidth_gbps: float = _FITTED["bandwidth_gbps"]
+    bf16_tflops: float = _FITTED["bf16_tflops"]
+    l2_bytes: int = _FITTED["l2_bytes"]
+    l2_reread_cost: float = _FITTED["l2_reread_cost"]
+    l2_reuse_share: float = _FITTED["l2_reuse_share"]
+    l2_reuse_sharpness: float = _FITTED["l2_reuse_sharpness"]
+    memory_latency_us: float = _FITTED["memory_latency_us"]
+    launch_us: float = _FITTED["launch_us"]
+    host_sync_us: float = _FITTED["host_sync_us"]
+    atomic_program_ns: float = _FITTED["atomic_program_ns"]
+    atomic_tail_us: float = _FITTED["atomic_tail_us"]
+    atomic_lanes_exponent: float = _FITTED["atomic_lanes_exponent"]
+    atomic_free_lanes: int = _FITTED["atomic_free_lanes"]
+    line_bytes: int = _FITTED["line_bytes"]
+    short_run_exponent: float = _FITTED["short_run_exponent"]
+    special_tops: float = _FITTED["special_tops"]
+    dot_k_depth: float = _FITTED["dot_k_depth"]
+    dot_depth_exponent: float = _FITTED["dot_depth_exponent"]
+    dot_operand_latency_us: float = _FITTED["dot_operand_latency_us"]
+    dot_prefetch_stages: float = _FITTED["dot_prefetch_stages"]
+    dot_prefetch_exponent: float = _FITTED["dot_prefetch_exponent"]
+    dot_tall_tile_factor: float = _FITTED["dot_tall_tile_factor"]
+    spill_max: float = _FITTED["spill_max"]
+    spill_traffic: float = _FITTED["spill_traffic"]
+    spill_l1_bytes: int = _FITTED["spill_l1_bytes"]
+    under_wave_exponent: float = _FITTED["under_wave_exponent"]
+    loop_prefetch_exponent: float = _FITTED["loop_prefetch_exponent"]
+    sm_stream_gbps: float = _FITTED["sm_stream_gbps"]
+    sm_stream_warps: int = _FITTED["sm_stream_warps"]
+    sm_stream_warp_exponent: float = _FITTED["sm_stream_warp_exponent"]
+    clock_mhz: float = _FITTED["clock_mhz"]
+    issue_per_cycle: float = _FITTED["issue_per_cycle"]
+    issue_warps: float = _FITTED["issue_warps"]
+    issue_exponent: float = _FITTED["issue_exponent"]
+    max_warps_per_sm: int = _FITTED["max_warps_per_sm"]
+    max_blocks_per_sm: int = _FITTED["max_blocks_per_sm"]
+    regs_per_sm: int = _FITTED["regs_per_sm"]
+    smem_per_sm: int = _FITTED["smem_per_sm"]
 
 
 @dataclass(frozen=True)
@@ -656,9 +510,7 @@ def launch_time_us(
         # The last, partial wave streams at what its own programs keep in flight, which is often
         # still the full bandwidth: H200 col_sum, 1,024 programs of 136 registers (2.6 waves)
         # measured fastest of 56 tilings (40.1 us), which rounding up to 3 whole waves estimated
-        # 11% slower than 16x64 tiles (43.7 us). Spearman rho on those 56 tilings 0.39 -> 0.48,
-        # rmsnorm's search variants (run B) 0.74 -> 0.82, the other examples' unchanged
-        # (bench/cost_model_fit.py).
+        # 11% slower than 16x64 tiles (43.7 us).
         last = waves - math.floor(waves)
         mem_us = dram * (math.floor(waves) / waves) / bw + (
             dram * (last / waves) / stream_bw(last * resident) if last > 1e-9 else 0.0
@@ -687,8 +539,7 @@ def launch_time_us(
     # not: warps and resident programs overlap an unpipelined streaming loop's round trips too.
     # With the loop's own depth instead (1 unpipelined) the first drafts of cross_entropy
     # (1024x131072) and rmsnorm (4096x8192), unpipelined loops, were estimated at 530 / 87 us
-    # against 243 / 48 measured (H200, runs S-AH), and rho moved by at most 0.04
-    # (bench/cost_model_fit.py, 2026-12-01).
+    # against 243 / 48 measured on an H200.
     round_trips = max(1, sum(shape.passes.values())) * (1 + (iters - 1) / max(rec.num_stages, 1))
     # Waves overlap on a GPU: latency adds up only logarithmically with the number of waves.
     latency = dev.dot_operand_latency_us if shape.uses_dot else dev.memory_latency_us

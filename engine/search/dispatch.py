@@ -77,7 +77,7 @@ def best_split(
     an H200 softmax search a 0.1% tie on one case moved the 4096-wide rows to the variant 21%
     slower there.) More than two buckets because a middle size can want its own structure: H200
     col_sum, one program per column strip wins 16384x4096 and loses 65536x1024 (16 programs)
-    and 1024x65536 to the coarsened atomics (run AG, structure probe).
+    and 1024x65536 to the coarsened atomics.
     """
     n = len(cases)
     feats = [_features(c, entry_params) for c in cases]

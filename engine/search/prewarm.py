@@ -2,7 +2,7 @@
 
 The harness's small and odd-sized inputs specialise each kernel differently from the benchmark
 cases the compile rung compiled (other dtypes, integers not divisible by 16), so the GPU worker
-JIT-compiled them itself, one after another: in run D (H200, matmul, 5 minutes) the smoke rung
+JIT-compiled them itself, one after another: in one H200 matmul search (5 minutes) the smoke rung
 took 85 s for 48 candidates, ~1.7 s each, nearly all of it compiling, and each full harness
 ~10 s. Triton's on-disk cache is keyed by the kernel's source and its specialisation, not by the
 process, so a cubin compiled here by `triton.compile` for the same key is loaded by the GPU

@@ -1,0 +1,117 @@
+"""Regenerate BENCHMARKS.md's current tables from the result files in bench/results/.
+
+    python bench/render_benchmarks.py          # rewrite the tables in place
+    python bench/render_benchmarks.py --check  # exit 1 when BENCHMARKS.md is out of date
+
+Everything between `<!-- tables:begin -->` and `<!-- tables:end -->` is generated; the method and
+the history around it are prose. For each kernel, the latest result (by run id) is shown.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+RESULTS = ROOT / "bench" / "results"
+DOC = ROOT / "BENCHMARKS.md"
+BEGIN, END = "<!-- tables:begin -->", "<!-- tables:end -->"
+
+
+def latest(kind: str) -> list[dict]:
+    rows: dict[str, dict] = {}
+    for path in sorted(RESULTS.glob("*.json")):
+        r = json.loads(path.read_text())
+        if r.get("kind") == kind and (
+            r["op"] not in rows
+            or (r["date"], r["run"]) > (rows[r["op"]]["date"], rows[r["op"]]["run"])
+        ):
+            rows[r["op"]] = r
+    return [rows[k] for k in sorted(rows)]
+
+
+def fmt(x, spec=".2f", none="–") -> str:
+    return none if x is None else format(x, spec)
+
+
+def search_table() -> list[str]:
+    out = [
+        "### Search, per kernel (5-minute budget, offline mutators, one H200)",
+        "",
+        "| kernel | case | first draft µs | best µs | × draft | × torch.compile | ceiling | "
+        "time to best | wall / budget | run |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for r in latest("search"):
+        for i, c in enumerate(r["cases"]):
+            ceiling = (
+                f"{c['frac_cublas']:.0%} of cuBLAS"
+                if c.get("frac_cublas") is not None
+                else f"{fmt(c.get('frac_copy'), '.0%')} of copy"
+            )
+            head = f"{r['op']} | " if i == 0 else " | "
+            tail = (
+                f"{fmt(r['time_to_best_s'], '.0f')} s | {fmt(r['wall_s'], '.0f')} / {fmt(r['budget_s'], '.0f')} s"
+                f" | {r['run']} ({r['date']})"
+                if i == 0
+                else " | | "
+            )
+            speed = c["baseline_us"] / c["best_us"] if c.get("best_us") else None
+            out.append(
+                f"| {head}{c['label']} | {fmt(c['baseline_us'], '.1f')} | {fmt(c.get('best_us'), '.1f')} | "
+                f"{fmt(speed)} | {fmt(c.get('vs_compile'))} | {ceiling} | {tail} |"
+            )
+    versions = {r.get("versions") for r in latest("search")} | {
+        r.get("gpu") for r in latest("search")
+    }
+    out += ["", "Machine and versions: " + "; ".join(sorted(v for v in versions if v)) + ".", ""]
+    return out
+
+
+def ladder_table() -> list[str]:
+    out = [
+        "### The coarse-to-fine ladder against full fidelity (same search, every candidate at full "
+        "fidelity)",
+        "",
+        "| kernel | GPU s, ladder | GPU s, full | saved | same best | run |",
+        "|---|---|---|---|---|---|",
+    ]
+    for r in latest("ladder"):
+        saved = 1 - r["ladder_gpu_s"] / r["full_gpu_s"] if r.get("full_gpu_s") else None
+        same = r.get("ladder_best") == r.get("full_best")
+        out.append(
+            f"| {r['op']} | {fmt(r['ladder_gpu_s'], '.1f')} | {fmt(r['full_gpu_s'], '.1f')} | "
+            f"{fmt(saved, '.0%')} | {'yes' if same else 'no'} | {r['run']} ({r['date']}) |"
+        )
+    return out + [""]
+
+
+def render() -> str:
+    text = DOC.read_text(encoding="utf-8")
+    head, rest = text.split(BEGIN, 1)
+    _, tail = rest.split(END, 1)
+    tables = "\n".join(["", *search_table(), *ladder_table()])
+    return f"{head}{BEGIN}\n{tables}{END}{tail}"
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--check", action="store_true")
+    args = ap.parse_args()
+    new = render()
+    if args.check:
+        if new != DOC.read_text(encoding="utf-8"):
+            print(
+                "BENCHMARKS.md is out of date: run python bench/render_benchmarks.py",
+                file=sys.stderr,
+            )
+            return 1
+        return 0
+    DOC.write_text(new, encoding="utf-8")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
