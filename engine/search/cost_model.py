@@ -219,6 +219,10 @@ def _active(stmts: list[ast.stmt], constexprs: dict) -> list[ast.stmt]:
 
 
 def kernel_shape(source: str, kernel: str, constexprs: dict) -> KernelShape | None:
+    """What the kernel's body does with memory, read off its syntax tree: passes per tensor,
+    loads per iteration, loops and their trip counts, special functions, atomics, dots. One
+    function on purpose: each fact is one walk over the same active statements, and splitting
+    them would walk the tree once a fact."""
     pm = parse_module(source)
     kv = next((k for k in kernel_views(pm) if k.name == kernel), None)
     if kv is None:
@@ -423,6 +427,10 @@ def launch_time_us(
     dev: DeviceModel,
     flops: int | None,
 ) -> float:
+    """One launch's estimated time: the largest of its floors (bandwidth, latency, compute,
+    atomics, special functions, instruction issue, overlapped as the module docstring says) plus
+    launch overhead. Kept in one function on purpose: the floors share the occupancy, wave and
+    in-flight figures derived at its top, and read as one model top to bottom."""
     if facts is not None and not facts.ok:
         return math.inf
     programs = max(1, _prod(rec.grid))

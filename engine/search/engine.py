@@ -17,22 +17,20 @@ from typing import Callable
 import msgspec
 
 from ..api.budget import Budget
-from ..api.diff import unified_diff
-from ..api.results import BaselineCase, BudgetReport, SearchEvent, SearchResult, Variant
+from ..api.results import BaselineCase, BudgetReport, SearchEvent, SearchResult
 from ..evaluate import messages as m
 from ..evaluate.candidate import candidate_id
 from ..evaluate.devices import is_gpu
-from ..evaluate.pool import STARTUP_TIMEOUT_S, WorkerDied, WorkerPool
+from ..evaluate.pool import WorkerPool
 from ..evaluate.verify import bench
 from ..index.builder import source_hash
 from ..mutate import MutationContext, load_mutators
 from ..store import Store, kernel_key
 from ..task.spec import Task
-from . import selection
+from . import report, selection
 from .cost_model import CostModel, DeviceModel, case_bytes_and_flops
 from .endgame import EndGame
 from .evaluation import Estimator, Evaluator, Timer, WorkerTimer
-from .explain import compiled_changes, explain
 from .ledger import Ledger
 from .meter import CANCELLED, Meter, Stop, StopKind
 from .node import Node
@@ -129,7 +127,7 @@ class Search:
         ev, pop = self.evaluator, self.population
         root = Node("original", self.original, "original", "the original kernel", None)
         if self.gpu:  # the GPU worker starts (imports, CUDA context) while the CPU workers compile
-            threading.Thread(target=self._start_gpu_worker, daemon=True).start()
+            threading.Thread(target=ev.start_device_worker, daemon=True).start()
         ev.await_prewarm(ev.prewarm_all([root], list(m.STAGES)), root.id)
         with self.ledger.timed("baseline"):
             result = ev.harness(None, list(m.STAGES), "baseline")
@@ -153,13 +151,6 @@ class Search:
         else:
             pop.labels = [c.label for c in root.spec.cases] if root.spec else []
             pop.baseline_us = list(pop.baseline_est)
-
-    def _start_gpu_worker(self) -> None:
-        """Start the GPU worker without a request; a start that fails is reported by the first one."""
-        try:
-            self.pool.call(self.device, m.Ping(), STARTUP_TIMEOUT_S)
-        except WorkerDied:
-            pass
 
     def _resume(self) -> None:
         """Verified variants of an earlier search of this kernel source, from the store."""
@@ -303,47 +294,14 @@ class Search:
         point = self.ledger.verified_at(self.population.best_id)
         return point.gpu_s if self.gpu and point else None
 
-    def _variant(self, node: Node) -> Variant:
-        pop = self.population
-        per_case = pop.per_case(node)
-        speedup = pop.score(node) or 1.0
-        diff = unified_diff(self.original, node.source, self.task.file, self.task.root)
-        before = next(iter(self.baseline_facts.get(0, {}).values()), None)
-        after = next(iter(node.facts.get(0, {}).values()), None)
-        text = explain(
-            node.description,
-            diff,
-            per_case,
-            node.timing is not None,
-            speedup,
-            compiled_changes(before, after),
-        )
-        stages = (
-            [s.name for s in node.harness.stages if s.passed] if node.harness else list(m.STAGES)
-        )
-        passed = sum(1 for c in node.harness.cases if c.ok) if node.harness else 0
-        return Variant(
-            node.id,
-            node.origin,
-            node.description,
-            speedup,
-            per_case,
-            stages,
-            node.timing is not None,
-            diff,
-            text,
-            node.parent,
-            node.llm,
-            node.dispatch,
-            node.source,
-            pop.estimated_speedup(node),
-            passed,
-        )
-
     def _result(self, stopped: Stop) -> SearchResult:
         pop, ledger = self.population, self.ledger
         variants = sorted(
-            (self._variant(n) for n in pop.nodes.values() if n.verified and n.id != "original"),
+            (
+                report.variant(n, pop, self.original, self.task, self.baseline_facts)
+                for n in pop.nodes.values()
+                if n.verified and n.id != "original"
+            ),
             key=lambda v: (-v.speedup, v.id),
         )
         ledger.counts.total = sum(1 for n in pop.nodes.values() if n.id != "original")
