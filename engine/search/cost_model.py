@@ -111,7 +111,6 @@ class KernelShape:
     unrolled: list[
         tuple[str, int]
     ]  # per `tl.static_range` loop: (extent expression, loads in its body)
-    grouped: bool
     atomic_calls: int  # atomic updates per program
     atomic_widths: list[
         str
@@ -320,7 +319,6 @@ def kernel_shape(source: str, kernel: str, constexprs: dict) -> KernelShape | No
         passes[p] = loop_passes + (1 if p in straight_tiles or not loop_passes else 0)
     if not loads_per_iter:
         loads_per_iter = max(1, len([c for s in straight for c in calls(s, "load")]))
-    grouped = any("group" in p.lower() for p in kv.params) or kv.uses("swizzle2d")
     contiguous = [
         b
         for s in body
@@ -358,7 +356,6 @@ def kernel_shape(source: str, kernel: str, constexprs: dict) -> KernelShape | No
         trips,
         loop_stages,
         unrolled,
-        grouped,
         atomic_calls,
         atomic_widths,
         contiguous,
