@@ -9,7 +9,7 @@ same request gives the same search whichever front end sent it.
 from __future__ import annotations
 
 import threading
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
@@ -36,9 +36,6 @@ class OptimizeRequest:
     seed: int = 0
     mutators: list[str] | None = None  # None: every offline mutator
     compile_workers: int | None = None  # None: one a core, at most four
-    extra: dict = field(
-        default_factory=dict
-    )  # further `Search` keywords (bench scripts: exhaustive)
 
 
 def task_root(task: Task) -> Path:
@@ -94,7 +91,6 @@ def optimize(
             cancel=cancel,
             compile_workers=request.compile_workers,
             device_model=device_model(pool, device, store),
-            **request.extra,
         )
         return search.run()
     finally:

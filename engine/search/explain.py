@@ -4,7 +4,7 @@ compiler reported it."""
 
 from __future__ import annotations
 
-from ..api.diff import diff_counts, unified_diff  # noqa: F401  (re-exported for the search)
+from ..api.diff import diff_counts
 from ..api.results import CaseValue
 from ..evaluate.messages import CompiledFacts
 
