@@ -35,6 +35,11 @@ POISON_INT = {
 _active: list["AuditMode"] = []
 recorders: list = []  # dry-run recorders (specialize.Recorder): launches are recorded, not run
 _installed = False
+_launches = 0  # Triton launches through `kernel[grid](...)` since the hook was installed
+
+
+def launch_count() -> int:
+    return _launches
 
 
 def _flat(args, kwargs) -> list:
@@ -80,6 +85,8 @@ def install_launch_hook() -> None:
         launch = original(self, grid)
 
         def run(*args, **kwargs):
+            global _launches
+            _launches += 1
             if recorders:
                 recorders[-1].record(self, grid, args, kwargs)
                 return None

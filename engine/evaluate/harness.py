@@ -4,9 +4,19 @@ Five stages, all must pass (brief §4): smoke (tiny cases, stop at the first fai
 sweep (every case plus odd sizes around block boundaries), numerical stability (large, small,
 mixed magnitudes, -inf; looser tolerance), determinism (three bitwise-equal runs unless the
 original is not deterministic either) and edge cases (strided inputs and size-1 dimensions where
-the original accepts them). Each stage draws fresh inputs from its own seed. The candidate runs
-under `AuditMode` (NaN-poisoned allocations, PyTorch compute recorded) and is compared with the
-reference and, where the reference and the original disagree, with the original kernel.
+the original accepts them). Each stage draws fresh inputs from its own seed.
+
+The harness is the judge: it runs in a process that never imports the candidate. It draws the
+inputs, computes the reference's and the original's outputs, hands each case's arguments to a
+`CandidateRunner` and decides from what comes back. In a search or `verify` the runner is
+`RemoteRunner`: the case goes, through the engine, to the runner process (the only one that
+imports the candidate), which runs it under `AuditMode` (NaN-poisoned allocations, PyTorch
+compute recorded) and sends back the outputs, the arguments as the call left them and what it
+saw. Writing a verdict to a pipe, patching torch or exiting early can only make that fail. The
+original checks itself with `LocalRunner`. Besides matching the reference (or, where the
+reference and the original disagree, the original), a candidate must leave its inputs as the
+original does, return outputs that alias its inputs only where the original's do, and launch a
+Triton kernel where the original does.
 """
 
 from __future__ import annotations
@@ -27,12 +37,23 @@ import torch
 from ..index import parse_module
 from ..task.scaffold import STUB_MARK
 from ..task.spec import Task
-from . import shapes
+from . import audit, shapes
 from .audit import AuditMode
 from .autotune_choice import AutotuneChoice
 from .compare import bitwise_equal, compare
 from .jit_clock import CLOCK
-from .messages import CaseResult, HarnessResult, RunHarness, StageResult
+from .messages import (
+    CandidateRun,
+    CandidateRuns,
+    CaseResult,
+    HarnessResult,
+    NeedRuns,
+    RunCandidate,
+    RunHarness,
+    RunnerFailed,
+    StageResult,
+    WorkerError,
+)
 
 # The CPU interpreter runs ~1 s per 1,024 programs: above this many input elements a case is
 # too slow for it, and the task must provide small_inputs.
@@ -87,12 +108,19 @@ class ModuleLoader:
     `inspect`, which needs a file. Modules are cached by content hash.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, on_disk_only: bool = False) -> None:
         given = os.environ.get("KERNELBRAIN_WORKDIR")
         self.folder = Path(given) if given else Path(tempfile.mkdtemp(prefix="kb-worker-"))
         self._cache: dict[str, object] = {}
+        self.on_disk_only = on_disk_only  # the judge: only files as they are on disk
 
     def load(self, source: str, filename: str, roots: list[str]):
+        if self.on_disk_only:
+            path = Path(filename)
+            if not path.is_file() or path.read_text(encoding="utf-8") != source:
+                raise ImportError(
+                    f"the judge imports files as they are on disk only, not a variant of {filename}"
+                )
         key = hashlib.sha256((filename + "\0" + source).encode()).hexdigest()[:16]
         if key in self._cache:
             return self._cache[key]
@@ -135,8 +163,180 @@ def stage_seed(seed: int, stage: str) -> int:
     return int(hashlib.sha256(f"{seed}:{stage}".encode()).hexdigest()[:8], 16)
 
 
+# Reasons a runner may report for the candidate's own call. Anything else it claims (a broken
+# harness, say) is the candidate's exception: a candidate cannot shift the blame to the task.
+CANDIDATE_REASONS = frozenset(
+    {
+        "exception",
+        "load-error",
+        "compile-error",
+        "out-of-memory",
+        "illegal-memory-access",
+        "cuda-error",
+        "type",
+    }
+)
+
+
+class Run:
+    """One call of an entry on one case: what the judge decides from."""
+
+    __slots__ = ("config", "output", "args_after", "ops", "launches", "aliases")
+
+    def __init__(self, config, output, args_after, ops, launches, aliases):
+        self.config: str = config
+        self.output = output
+        self.args_after = args_after
+        self.ops: set[str] = set(ops)
+        self.launches: int = launches
+        self.aliases: list[int] = list(aliases)
+
+
+def aliased_outputs(out, args) -> list[int]:
+    """Indices of the output tensors that share storage with an argument."""
+    from .compare import flatten
+
+    inputs = {
+        a.untyped_storage().data_ptr()
+        for a in args
+        if isinstance(a, torch.Tensor) and a.numel() and a.device.type != "meta"
+    }
+    return [
+        i
+        for i, (_, x) in enumerate(flatten(out))
+        if isinstance(x, torch.Tensor) and x.numel() and x.untyped_storage().data_ptr() in inputs
+    ]
+
+
+class LocalRunner:
+    """Runs an entry in this process: the original checking itself in the judge, and the runner
+    process serving `RunCandidate` for the candidate it imported."""
+
+    def __init__(self, harness: "Harness", entry: Callable, who: str = "candidate"):
+        self.harness, self.entry, self.who = harness, entry, who
+
+    def prepare(self) -> None:
+        """Nothing to load: the entry is here."""
+
+    def run(self, args, repeats: int = 1, turn: int | None = None) -> list[Run]:
+        choice = self.harness.choice
+        runs: list[Run] = []
+        if turn is not None:  # the interpreter: one configuration per case, in turn
+            choice.select(turn)
+            return [self.once(args) for _ in range(repeats)]
+        want = 0
+        while True:  # a GPU: every configuration the tuning keeps
+            choice.select(want)
+            runs += [self.once(args) for _ in range(repeats)]
+            want += 1
+            if want >= choice.widest:
+                return runs
+
+    def once(self, args) -> Run:
+        clones = shapes.clone_args(args)
+        mode = AuditMode()
+        before = audit.launch_count()
+        out = self.harness._call(self.entry, clones, self.who, mode, clone=False)
+        return Run(
+            self.harness.choice.describe(),
+            out,
+            clones,
+            mode.compute_ops,
+            audit.launch_count() - before,
+            aliased_outputs(out, clones),
+        )
+
+
+class RemoteRunner:
+    """The judge's side of a candidate: each case goes to the runner process through the engine
+    (`NeedRuns`), and only plain values come back (`wire.py`)."""
+
+    def __init__(self, req: RunHarness, device: str, exchange: Callable[[NeedRuns], object]):
+        self.req, self.device, self.exchange = req, device, exchange
+
+    def _ask(self, args, repeats: int = 1, turn: int | None = None) -> CandidateRuns:
+        request = RunCandidate(self.req.task, self.req.candidate, args, repeats, turn)
+        answer = self.exchange(NeedRuns(request))
+        if isinstance(answer, RunnerFailed):
+            raise HarnessFailure(answer.kind, answer.message)
+        if not isinstance(answer, CandidateRuns):
+            raise HarnessFailure("bad-answer", f"the runner answered {type(answer).__name__}")
+        if answer.failed is not None:
+            reason = answer.failed.reason
+            raise HarnessFailure(
+                reason if reason in CANDIDATE_REASONS else "exception",
+                answer.failed.message,
+            )
+        return answer
+
+    def prepare(self) -> None:
+        """Have the runner import the candidate (a failure belongs to the load stage)."""
+        self._ask(None)
+
+    def run(self, args, repeats: int = 1, turn: int | None = None) -> list[Run]:
+        from . import wire
+
+        try:
+            sent = wire.encode(tuple(args))
+        except wire.WireError as exc:
+            raise HarnessFailure("harness-error", f"a case holds {exc}") from exc
+        answer = self._ask(sent, repeats, turn)
+        try:
+            return [
+                Run(
+                    r.config,
+                    wire.decode(r.output, self.device),
+                    wire.decode(r.args_after, self.device),
+                    r.ops,
+                    r.launches,
+                    r.aliases,
+                )
+                for r in answer.runs
+            ]
+        except wire.WireError as exc:
+            raise HarnessFailure("bad-answer", f"the runner sent {exc}") from exc
+
+
+def serve_run_candidate(
+    req: RunCandidate, device: str, loader: "ModuleLoader", progress
+) -> tuple[CandidateRuns, bool]:
+    """The runner's half (in the process that imports the candidate): (answer, fatal)."""
+    from . import wire
+
+    h = Harness(RunHarness(req.task, req.candidate), device, loader, progress)
+    try:
+        h.load()
+        if req.args is None:
+            return CandidateRuns([]), False
+        args = wire.decode(req.args, device)
+        with h.choice:
+            runs = h.runner.run(args, req.repeats, req.turn)
+        encoded = [
+            CandidateRun(
+                r.config,
+                wire.encode(r.output),
+                wire.encode(tuple(r.args_after)),
+                sorted(r.ops),
+                r.launches,
+                r.aliases,
+            )
+            for r in runs
+        ]
+    except FatalDeviceError as f:
+        return CandidateRuns([], WorkerError(f.reason, f.message)), True
+    except HarnessFailure as f:
+        return CandidateRuns([], WorkerError(f.reason, f.message)), False
+    except wire.WireError as exc:
+        return CandidateRuns([], WorkerError("type", f"the candidate returned {exc}")), False
+    return CandidateRuns(encoded), False
+
+
 class Harness:
-    """One candidate (or the original) against its task, on one device."""
+    """One candidate (or the original) against its task, on one device.
+
+    With `exchange` (the judge), the candidate is never imported here: its calls go to the
+    runner process through `exchange`. Without it the candidate is imported in this process:
+    the runner itself, dry runs, timing and profiling, none of which decides a verdict."""
 
     def __init__(
         self,
@@ -144,8 +344,11 @@ class Harness:
         device: str,
         loader: ModuleLoader,
         progress: Callable[[str, str], None],
+        exchange: Callable[[NeedRuns], object] | None = None,
     ):
         self.req = req
+        self.exchange = exchange
+        self.judging = exchange is not None and req.candidate is not None
         self.task: Task = req.task
         self.device = device
         self.loader = loader
@@ -156,9 +359,13 @@ class Harness:
         self.skipped = 0
         self._original_ops: set[str] | None = None
         self._original_outputs: dict[tuple, object] = {}  # input dtypes -> the original's output
+        self._original_launches = 0  # most Triton launches of one original call
+        self._original_mutates = False  # the original changed an argument on some case
+        self._original_aliases = False  # the original returned an argument's storage
         self.extra_ops: set[str] = set()
         self.choice = AutotuneChoice()  # entered while the stages run
         self._next_config = 0  # the interpreter's turn through a tuned kernel's configurations
+        self.runner: LocalRunner | RemoteRunner | None = None
 
     # -- loading ---------------------------------------------------------------------------
     def load(self) -> None:
@@ -174,6 +381,8 @@ class Harness:
             ) from exc
         if self.req.candidate is None:
             self.candidate = self.original
+        elif self.judging:
+            self.candidate = None  # never imported by the judge
         else:
             try:
                 self.candidate = self.loader.load(self.req.candidate, t.file, roots)
@@ -196,8 +405,13 @@ class Harness:
             self._load_kernelbench()
         else:
             self.reference = getattr(self.ref_module, t.reference)
-            self.entry = getattr(self.candidate, t.entry)
+            self.entry = getattr(self.candidate, t.entry) if self.candidate else None
             self.original_entry = getattr(self.original, t.entry)
+        if self.judging:
+            self.runner = RemoteRunner(self.req, self.device, self.exchange)
+            self.runner.prepare()
+        else:
+            self.runner = LocalRunner(self, self.entry)
 
     def _function(self, ref: str, roots: list[str]):
         path, name = ref.rsplit(":", 1)
@@ -216,6 +430,9 @@ class Harness:
             (self.original, "ModelNew"),
             (self.candidate, "ModelNew"),
         ):
+            if module is None:  # the judge: the candidate's model lives in the runner
+                models.append(None)
+                continue
             torch.manual_seed(1234)  # identical weights, as KernelBench builds them
             models.append(getattr(module, cls)(*init).to(self.device).eval())
         ref, orig, cand = models
@@ -293,14 +510,17 @@ class Harness:
         if self.device.startswith("cuda"):
             torch.cuda.synchronize()
 
-    def _call(self, fn: Callable, args, who: str, audit: AuditMode | None = None):
+    def _call(
+        self, fn: Callable, args, who: str, audit: AuditMode | None = None, clone: bool = True
+    ):
         try:
+            call_args = shapes.clone_args(args) if clone else args
             with torch.no_grad():
                 if audit is not None:
                     with audit:
-                        out = fn(*shapes.clone_args(args))
+                        out = fn(*call_args)
                 else:
-                    out = fn(*shapes.clone_args(args))
+                    out = fn(*call_args)
             self._sync()
             return out
         except Exception as exc:
@@ -315,19 +535,19 @@ class Harness:
                 "harness-incomplete" if reason == "harness-incomplete" else "harness-error", message
             ) from exc
 
-    def run_candidate(self, args):
-        audit = AuditMode()
-        out = self._call(self.entry, args, "candidate", audit)
-        return out, audit.compute_ops
-
     def original_baseline(self, args):
-        """The original's PyTorch ops and its output for inputs of these dtypes (a candidate must
-        return the same dtypes; small and full cases may differ, e.g. fp16 vs bf16)."""
+        """The original's output for inputs of these dtypes (a candidate must return the same
+        dtypes; small and full cases may differ, e.g. fp16 vs bf16), and what the original does
+        that a candidate may do too: its PyTorch ops, its launches, whether it changes an
+        argument or returns one."""
         key = tuple(str(a.dtype) for a in args if isinstance(a, torch.Tensor))
         if key not in self._original_outputs:
-            audit = AuditMode()
-            self._original_outputs[key] = self._call(self.original_entry, args, "original", audit)
-            self._original_ops = (self._original_ops or set()) | audit.compute_ops
+            run = LocalRunner(self, self.original_entry, "original").once(args)
+            self._original_outputs[key] = run.output
+            self._original_ops = (self._original_ops or set()) | run.ops
+            self._original_launches = max(self._original_launches, run.launches)
+            self._original_mutates |= not bitwise_equal(args, run.args_after)
+            self._original_aliases |= bool(run.aliases)
         return self._original_outputs[key]
 
     def try_original(self, args):
@@ -359,17 +579,19 @@ class Harness:
             ):
                 self.skipped += 1  # the original does not accept this variant either
                 return
-        for _ in self.configurations():
-            self._check_one(stage, label, args, desc, expected, original_out, scale)
+        for run in self.runner.run(args, 1, self._turn()):
+            self._check_run(stage, label, args, desc, expected, original_out, scale, run)
 
-    def _check_one(
-        self, stage: str, label: str, args, desc: str, expected, original_out, scale: float
-    ) -> None:
-        out, ops = self.run_candidate(args)
-        config = self.choice.describe()
-        if config:
-            desc += f" with autotune config {config}"
-        extra = ops - (self._original_ops or set()) if self.req.candidate is not None else set()
+    def _turn(self) -> int | None:
+        """The interpreter's configuration for the next case (None on a GPU: all of them)."""
+        if not self.interpreter:
+            return None
+        self._next_config += 1
+        return self._next_config - 1
+
+    def _behaves_like_the_original(self, desc: str, args, run: Run) -> None:
+        """What a candidate may not do unless the original does it too."""
+        extra = run.ops - (self._original_ops or set())
         if extra:
             self.extra_ops |= extra
             raise HarnessFailure(
@@ -378,6 +600,33 @@ class Harness:
                 f"({', '.join(sorted('aten.' + o for o in extra))}) instead of its "
                 "Triton kernels",
             )
+        if run.launches == 0 and self._original_launches > 0:
+            raise HarnessFailure(
+                "no-triton-launch",
+                f"on {desc}: the candidate returned a result without launching any Triton "
+                "kernel (the original launches one)",
+            )
+        if not self._original_mutates and not bitwise_equal(args, run.args_after):
+            raise HarnessFailure(
+                "mutated-input",
+                f"on {desc}: the candidate changed its input arguments (the original leaves "
+                "them as they were): the caller's tensors would be destroyed",
+            )
+        if run.aliases and not self._original_aliases:
+            raise HarnessFailure(
+                "aliased-output",
+                f"on {desc}: output {run.aliases[0]} shares storage with an input argument "
+                "(the original returns fresh tensors)",
+            )
+
+    def _check_run(
+        self, stage: str, label: str, args, desc: str, expected, original_out, scale: float, run
+    ) -> None:
+        out = run.output
+        if run.config:
+            desc += f" with autotune config {run.config}"
+        if self.req.candidate is not None:
+            self._behaves_like_the_original(desc, args, run)
         result = compare(
             out, expected, self.task.rtol, self.task.atol, scale, check_dtype_of=original_out
         )
@@ -414,24 +663,6 @@ class Harness:
                 f"{stage} stage, {label} ({desc}): {result.message}",
                 case,
             )
-
-    def configurations(self):
-        """One pass per `@triton.autotune` configuration to check on a case (`AutotuneChoice`): on
-        a GPU every configuration the tuning keeps, one after another (cheap there); on the
-        interpreter, which runs a kernel ~1 s per 1,024 programs, one per case, in turn, so that a
-        stage's cases cover them. A kernel without tuning gets one pass."""
-        if self.interpreter:
-            self.choice.select(self._next_config)
-            self._next_config += 1
-            yield 0
-            return
-        want = 0
-        while True:
-            self.choice.select(want)
-            yield want
-            want += 1
-            if want >= self.choice.widest:
-                return
 
     # -- stages ----------------------------------------------------------------------------
     def stage_inputs(self, stage: str):
@@ -503,11 +734,11 @@ class Harness:
     def stage_determinism(self) -> int:
         [(_, args, _)] = self.stage_inputs("determinism")
         differ = ""
-        for _ in self.configurations():
-            runs = [self.run_candidate(args)[0] for _ in range(3)]
-            if not all(bitwise_equal(runs[0], r) for r in runs[1:]):
-                config = self.choice.describe()
-                differ = f" (autotune config {config})" if config else ""
+        runs = self.runner.run(args, 3, self._turn())
+        for i in range(0, len(runs), 3):
+            trio = runs[i : i + 3]
+            if not all(bitwise_equal(trio[0].output, r.output) for r in trio[1:]):
+                differ = f" (autotune config {trio[0].config})" if trio[0].config else ""
                 break
         else:
             self.cases.append(

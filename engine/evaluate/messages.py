@@ -138,7 +138,82 @@ class Compile(msgspec.Struct, tag="compile"):
     maxnreg: int | None = None  # cap registers per thread (to see what spilling would cost)
 
 
-Request = Union[Ping, RunHarness, TimeAB, Bench, MeasureCeilings, Specialize, Compile]
+# -- values between the judge and a candidate's runner (see wire.py) --------------------------
+class TensorValue(msgspec.Struct, tag="tensor"):
+    dtype: str
+    shape: list[int]
+    stride: list[int]
+    data: bytes  # the storage span the strides cover, little-endian as the device holds it
+    device: str = "cpu"
+    requires_grad: bool = False
+
+
+class SeqValue(msgspec.Struct, tag="seq"):
+    items: list["Value"]
+    tuple: bool = True
+
+
+class NumValue(msgspec.Struct, tag="num"):
+    value: bool | int | float | str | None = None
+
+
+Value = Union[TensorValue, SeqValue, NumValue]
+
+
+class RunCandidate(msgspec.Struct, tag="run_candidate"):
+    """Run the candidate's entry on one case, in the runner (the only process that imports it).
+
+    On a GPU every `@triton.autotune` configuration the tuning keeps runs in turn; on the
+    interpreter only configuration `turn` (the harness walks them across cases). Each
+    configuration runs `repeats` times (3 for the determinism stage)."""
+
+    task: Task
+    candidate: str
+    args: Value | None  # None: only import the candidate (the load stage)
+    repeats: int = 1
+    turn: int | None = None
+
+
+class CandidateRun(msgspec.Struct):
+    config: str  # the autotune configuration ('' when the kernel is not tuned)
+    output: Value
+    args_after: Value  # the arguments as the call left them (the judge checks for mutation)
+    ops: list[str] = []  # PyTorch compute ops outside kernel launches (AuditMode)
+    launches: int = 0  # Triton kernel launches the call made
+    aliases: list[int] = []  # indices of outputs that share storage with an argument
+
+
+class CandidateRuns(msgspec.Struct, tag="candidate_runs"):
+    runs: list[CandidateRun]
+    failed: "WorkerError | None" = None  # the candidate raised: what and where
+
+
+class NeedRuns(msgspec.Struct, tag="need_runs"):
+    """From the judge to the engine: forward this request to the runner, answer with its result."""
+
+    request: RunCandidate
+
+
+class RunnerFailed(msgspec.Struct, tag="runner_failed"):
+    """From the engine to the judge: the runner died or hung (kind as `WorkerDied.kind`)."""
+
+    kind: str
+    message: str
+    stage: str | None = None
+
+
+Request = Union[
+    Ping,
+    RunHarness,
+    TimeAB,
+    Bench,
+    MeasureCeilings,
+    Specialize,
+    Compile,
+    RunCandidate,
+    CandidateRuns,
+    RunnerFailed,
+]
 
 
 # -- answers ---------------------------------------------------------------------------------
@@ -285,6 +360,8 @@ class WorkerError(msgspec.Struct, tag="error"):
 Answer = Union[
     Ready,
     Progress,
+    NeedRuns,
+    CandidateRuns,
     HarnessResult,
     TimingResult,
     TimingResults,

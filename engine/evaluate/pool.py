@@ -1,17 +1,19 @@
-"""Evaluation worker processes, one per device, driven from the engine (no torch here).
+"""Evaluation worker processes, two per device, driven from the engine (no torch here).
 
+Per device a runner (imports candidates) and a judge (runs the harness, never imports a
+candidate); the pool relays the judge's case-by-case requests to the runner (`worker.py`).
 Every call has a timeout. A worker that hangs is killed; one that dies (os._exit, a segfault, a
 CUDA illegal address, the OOM killer) is classified from its exit status and the tail of its
-stderr, and the next call starts a fresh one. Workers run in their own process group with an
-environment scrubbed of secrets; the CPU worker also gets an address-space limit so a huge
-allocation fails inside it instead of exhausting the machine.
+stderr, and the next call starts a fresh one. Workers run in the sandbox (`sandbox.py`) with an
+environment scrubbed of secrets, and every string they send back is scrubbed too
+(`secrets.py`); CPU workers also get an address-space limit so a huge allocation fails inside
+them instead of exhausting the machine.
 """
 
 from __future__ import annotations
 
 import collections
 import os
-import re
 import select
 import shutil
 import signal
@@ -22,20 +24,13 @@ import threading
 import time
 from typing import Callable
 
+import msgspec
+
 from . import messages as m
+from . import sandbox
+from .secrets import clean_environment, scrub, scrub_struct
 
 STARTUP_TIMEOUT_S = 180.0  # importing torch + triton on a cold 2-core machine
-SECRET = re.compile(r"(KEY|TOKEN|SECRET|PASSW|CREDENTIAL|AUTH|COOKIE|SESSION)", re.I)
-SECRET_PREFIXES = (
-    "OPENAI_",
-    "ANTHROPIC_",
-    "AWS_",
-    "AZURE_",
-    "GOOGLE_",
-    "GITHUB_",
-    "HF_",
-    "HUGGING",
-)
 
 
 class WorkerDied(Exception):
@@ -49,13 +44,28 @@ class WorkerDied(Exception):
         self.stderr = stderr
 
 
+JUDGE_PREFIX = "judge@"  # the judge of a device: `judge@cpu`, `judge@cuda:0` (worker.py)
+RELAY_MARGIN_S = 2.0  # of a harness's time limit, kept for the judge to answer after its runner
+
+
+def base_device(device: str) -> str:
+    """The device a worker runs on, whatever its role."""
+    return device.removeprefix(JUDGE_PREFIX)
+
+
+def fatal(answer) -> bool:
+    """An answer after which its worker's device context is unusable (the worker exits)."""
+    failed = getattr(answer, "failed", None)
+    return (
+        getattr(answer, "reason", None) in m.FATAL_REASONS
+        or getattr(failed, "reason", None) in m.FATAL_REASONS
+    )
+
+
 def scrubbed_env(device: str) -> dict[str, str]:
     """The worker's environment: no API keys, tokens or credentials; one device visible."""
-    env = {
-        k: v
-        for k, v in os.environ.items()
-        if not SECRET.search(k) and not k.startswith(SECRET_PREFIXES)
-    }
+    device = base_device(device)
+    env = clean_environment()
     env["PYTHONUNBUFFERED"] = "1"
     env["PYTHONDONTWRITEBYTECODE"] = "1"
     if device == "cpu":
@@ -71,6 +81,16 @@ def scrubbed_env(device: str) -> dict[str, str]:
         ids = [x for x in visible.split(",") if x.strip()] if visible else None
         env["CUDA_VISIBLE_DEVICES"] = ids[index] if ids and index < len(ids) else str(index)
     return env
+
+
+def triton_cache_dir() -> str:
+    """Triton's kernel cache as this process would find it: shared, writable, by every worker
+    (the compile workers fill it for the GPU worker), whatever HOME the sandbox gives them."""
+    given = os.environ.get("TRITON_CACHE_DIR")
+    if given:
+        return given
+    base = os.environ.get("TRITON_HOME") or os.path.expanduser("~")
+    return os.path.join(base, ".triton", "cache")
 
 
 def _memory_limit_bytes() -> int:
@@ -143,9 +163,13 @@ class WorkerProcess:
         self._workdir = tempfile.mkdtemp(prefix="kb-worker-")
         env = scrubbed_env(self.device)
         env["KERNELBRAIN_WORKDIR"] = self._workdir
+        cache = triton_cache_dir()
+        os.makedirs(cache, exist_ok=True)
+        env["TRITON_CACHE_DIR"] = cache
         to_child_r, to_child_w = os.pipe()
         from_child_r, from_child_w = os.pipe()
-        limit = _memory_limit_bytes() if not self.device.startswith("cuda") else None
+        on_gpu = base_device(self.device).startswith("cuda")
+        limit = None if on_gpu else _memory_limit_bytes()
 
         def preexec() -> None:
             if limit is not None:
@@ -153,7 +177,7 @@ class WorkerProcess:
 
                 resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
 
-        self.proc = subprocess.Popen(
+        argv, env = sandbox.command(
             [
                 sys.executable,
                 "-m",
@@ -162,6 +186,13 @@ class WorkerProcess:
                 str(to_child_r),
                 str(from_child_w),
             ],
+            env,
+            self._workdir,
+            [cache],
+            gpu=on_gpu,
+        )
+        self.proc = subprocess.Popen(
+            argv,
             pass_fds=(to_child_r, from_child_w),
             env=env,
             stdin=subprocess.DEVNULL,
@@ -191,7 +222,7 @@ class WorkerProcess:
             self._stderr.append(raw.decode("utf-8", "replace").rstrip())
 
     def stderr_tail(self, lines: int = 40) -> str:
-        return "\n".join(list(self._stderr)[-lines:])
+        return scrub("\n".join(list(self._stderr)[-lines:]))
 
     def _receive(self, deadline: float, stage: str | None):
         while True:
@@ -207,7 +238,12 @@ class WorkerProcess:
             ready, _, _ = select.select([self._rfd], [], [], min(remaining, 1.0))
             if ready:
                 try:
-                    return m.read_answer(self._rfd)
+                    return scrub_struct(m.read_answer(self._rfd))
+                except msgspec.DecodeError as exc:
+                    self.kill()  # what it sends can no longer be trusted to be framed
+                    raise WorkerDied(
+                        "protocol", f"the worker sent a malformed message: {scrub(str(exc))}", stage
+                    ) from exc
                 except (EOFError, OSError):
                     self._died(stage)
             elif not self.alive:
@@ -217,7 +253,7 @@ class WorkerProcess:
         code = None
         if self.proc is not None:
             try:
-                code = self.proc.wait(timeout=5)
+                code = sandbox.normalise_returncode(self.proc.wait(timeout=5))
             except subprocess.TimeoutExpired:
                 self.kill()
         time.sleep(0.05)  # let the stderr reader catch the last lines
@@ -227,8 +263,13 @@ class WorkerProcess:
         raise WorkerDied(kind, f"the worker died during {stage or 'the call'}: {what}", stage, tail)
 
     def call(
-        self, request, timeout_s: float, on_progress: Callable[[m.Progress], None] | None = None
+        self,
+        request,
+        timeout_s: float,
+        on_progress: Callable[[m.Progress], None] | None = None,
+        on_need: Callable[[m.NeedRuns], object] | None = None,
     ):
+        """Send `request`; pass on progress; answer a judge's `NeedRuns` with `on_need`."""
         if not self.alive:
             self.start()
         stage: str | None = None
@@ -245,7 +286,19 @@ class WorkerProcess:
                 if on_progress is not None:
                     on_progress(answer)
                 continue
-            if getattr(answer, "reason", None) in m.FATAL_REASONS:
+            if isinstance(answer, m.NeedRuns):
+                if on_need is None:  # only a judge, inside a harness, may ask for its runner
+                    self.kill()
+                    raise WorkerDied(
+                        "protocol", "the worker sent a request of its own outside a harness", stage
+                    )
+                reply = on_need(answer)
+                try:
+                    m.write_message(self._wfd, reply)
+                except (BrokenPipeError, OSError):
+                    self._died(stage)
+                continue
+            if fatal(answer):
                 self.kill()  # it is exiting anyway; never hand it another request
             return answer
 
@@ -303,6 +356,30 @@ class WorkerPool:
         return self._workers[device]
 
     def call(self, device: str, request, timeout_s: float, on_progress=None):
+        """`request` on `device`'s worker. A harness goes to the device's judge, which never
+        imports the candidate; the judge's requests for candidate runs are relayed here to the
+        device's runner, within the harness's time limit."""
+        if isinstance(request, m.RunHarness):
+            return self._judge(device, request, timeout_s, on_progress)
+        return self._call(device, request, timeout_s, on_progress)
+
+    def _judge(self, device: str, request: m.RunHarness, timeout_s: float, on_progress):
+        deadline = time.monotonic() + timeout_s
+
+        def relay(need: m.NeedRuns):
+            remaining = max(1.0, deadline - time.monotonic() - RELAY_MARGIN_S)
+            try:
+                answer = self._call(device, need.request, remaining, on_progress)
+            except WorkerDied as d:
+                tail = f"\n{d.stderr[-1500:]}" if d.stderr else ""
+                return m.RunnerFailed(d.kind, d.message + tail, d.stage)
+            if isinstance(answer, m.WorkerError):
+                return m.RunnerFailed(answer.reason, answer.message)
+            return answer
+
+        return self._call(JUDGE_PREFIX + device, request, timeout_s, on_progress, relay)
+
+    def _call(self, device: str, request, timeout_s: float, on_progress=None, on_need=None):
         if self.killed:
             raise WorkerDied("cancelled", "the evaluation was cancelled")
         with self._locks[device]:
@@ -310,7 +387,7 @@ class WorkerPool:
                 raise WorkerDied("cancelled", "the evaluation was cancelled")
             w = self.worker(device)
             try:
-                return w.call(request, timeout_s, on_progress)
+                return w.call(request, timeout_s, on_progress, on_need)
             except WorkerDied:
                 self.restarts += 1
                 raise

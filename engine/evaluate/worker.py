@@ -1,9 +1,15 @@
 """An evaluation worker process: `python -m kernelbrain.engine.evaluate.worker DEVICE RFD WFD`.
 
-The only place user and candidate code runs. One worker per device; the engine talks to it
-over two inherited pipe descriptors with `messages.py` frames, so whatever the user's code
-prints (stdout is redirected to stderr here) can never corrupt the protocol. The engine
-enforces timeouts by killing the process; a crash of any kind ends only this process.
+The only place user and candidate code runs, always inside the sandbox (`sandbox.py`). The
+engine talks to it over two inherited pipe descriptors with `messages.py` frames, so whatever
+the user's code prints (stdout is redirected to stderr here) can never corrupt the protocol.
+The engine enforces timeouts by killing the process; a crash of any kind ends only this process.
+
+Two roles per device. The runner (`cpu`, `cuda:N`, `compile:N`) imports candidates: it runs
+them case by case for the judge (`RunCandidate`), dry-runs, compiles and times them. The judge
+(`judge@cpu`, `judge@cuda:N`) runs the harness (`RunHarness`): it imports the workspace's
+original, reference and inputs but never a candidate (its module loader refuses any source that
+is not the file on disk), and sends each case to the runner through the engine.
 """
 
 from __future__ import annotations
@@ -12,10 +18,15 @@ import os
 import sys
 import traceback
 
+JUDGE_PREFIX = "judge@"
+
 
 def _serve(device: str, rfd: int, wfd: int) -> None:
     from . import messages as m
 
+    judge = device.startswith(JUDGE_PREFIX)
+    role_device = device
+    device = device.removeprefix(JUDGE_PREFIX)
     interpreter = device == "cpu"
     compiler_only = device.startswith("compile")  # ahead-of-time compilation, no device at all
     if interpreter:
@@ -29,7 +40,7 @@ def _serve(device: str, rfd: int, wfd: int) -> None:
     import triton
 
     from .audit import install_launch_hook
-    from .harness import Harness, ModuleLoader, classify_exception
+    from .harness import Harness, ModuleLoader, classify_exception, serve_run_candidate
     from .jit_clock import CLOCK
 
     install_launch_hook()
@@ -47,16 +58,26 @@ def _serve(device: str, rfd: int, wfd: int) -> None:
         CLOCK.install()  # the harness's JIT seconds per stage (a GPU worker that compiles idles its GPU)
         name = torch.cuda.get_device_name(0)
     dev = "cuda" if not (interpreter or compiler_only) else "cpu"
-    loader = ModuleLoader()
+    loader = ModuleLoader(on_disk_only=judge)
     m.write_message(
         wfd,
         m.Ready(
-            os.getpid(), device, name, str(torch.__version__), str(triton.__version__), interpreter
+            os.getpid(),
+            role_device,
+            name,
+            str(torch.__version__),
+            str(triton.__version__),
+            interpreter,
         ),
     )
 
     def progress(stage: str, detail: str = "") -> None:
         m.write_message(wfd, m.Progress(stage, detail))
+
+    def exchange(need: m.NeedRuns):
+        """Ask the engine to run a case on the candidate's runner; wait for what it sends back."""
+        m.write_message(wfd, need)
+        return m.read_request(rfd)
 
     while True:
         try:
@@ -65,17 +86,25 @@ def _serve(device: str, rfd: int, wfd: int) -> None:
             return
         fatal = False
         try:
-            if isinstance(req, m.Ping):
+            if judge and not isinstance(req, (m.Ping, m.RunHarness)):
+                answer = m.WorkerError(
+                    "bad-request", f"the judge runs harnesses only, not {type(req).__name__}"
+                )
+            elif isinstance(req, m.Ping):
                 answer = m.Ready(
                     os.getpid(),
-                    device,
+                    role_device,
                     name,
                     str(torch.__version__),
                     str(triton.__version__),
                     interpreter,
                 )
             elif isinstance(req, m.RunHarness):
-                answer, fatal = Harness(req, dev, loader, progress).run()
+                answer, fatal = Harness(
+                    req, dev, loader, progress, exchange if judge else None
+                ).run()
+            elif isinstance(req, m.RunCandidate):
+                answer, fatal = serve_run_candidate(req, dev, loader, progress)
             elif isinstance(req, m.Specialize):
                 answer = _specialize(req, dev, loader, progress)
             elif isinstance(req, m.Compile):

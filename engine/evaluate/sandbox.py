@@ -1,0 +1,195 @@
+"""Isolation for every process that runs workspace or candidate code (engine side, no torch).
+
+Such a process (an evaluation worker, a compile worker, the compiled view's worker, a profiled
+program) runs inside bubblewrap (`bwrap`), a tool made for exactly this:
+
+- its own network namespace: only a loopback of its own, so nothing outside is reachable,
+  127.0.0.1 of the machine included;
+- its own PID namespace with a fresh /proc: it sees only its own processes, never the engine's
+  environment (`/proc/<ppid>/environ`), and when the sandbox's first process dies the kernel
+  kills every process left in it (a `setsid` + fork cannot outlive the run);
+- the whole filesystem read-only, a private /tmp, a private home (`HOME` in its scratch folder),
+  and well-known credential stores of the real home hidden; writable only: its own scratch folder
+  and Triton's kernel cache (which the compile workers fill for the GPU worker);
+- no capabilities, no new privileges (bwrap sets `PR_SET_NO_NEW_PRIVS`), a new session (no
+  terminal to inject keystrokes into), and it dies with the engine process that started it;
+- on a GPU, the NVIDIA device nodes bound into an otherwise minimal /dev.
+
+`probe()` runs bwrap once per engine process to learn whether the machine allows it (it needs
+user namespaces or root). Where it does not, workers run unsandboxed and `notice()` says so, once.
+"""
+
+from __future__ import annotations
+
+import functools
+import glob
+import os
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+# Credential stores under the real home that the sandbox never sees (folders masked by an empty
+# tmpfs, files by /dev/null). Everything else stays readable: kernels import from anywhere.
+HIDDEN_HOME_DIRS = (
+    ".ssh",
+    ".aws",
+    ".azure",
+    ".gnupg",
+    ".config",
+    ".docker",
+    ".kube",
+    ".cache/huggingface",
+    ".password-store",
+)
+HIDDEN_HOME_FILES = (".netrc", ".git-credentials", ".pypirc", ".bash_history", ".python_history")
+PROBE_TIMEOUT_S = 20.0
+
+
+@dataclass(frozen=True)
+class Isolation:
+    """What this machine allows: `available` means every layer below is in place."""
+
+    available: bool
+    tool: str | None  # the bwrap binary
+    reason: str  # why it is unavailable ('' when available)
+
+    def describe(self) -> str:
+        if self.available:
+            return (
+                "sandboxed with bubblewrap: no network, own PID namespace, read-only filesystem "
+                "with a private /tmp and home, no capabilities"
+            )
+        return (
+            "NOT sandboxed: " + self.reason + ". Workspace and candidate code runs with this "
+            "user's rights and network (install bubblewrap, e.g. `apt-get install bubblewrap`)"
+        )
+
+
+def _disabled() -> bool:
+    return os.environ.get("KERNELBRAIN_SANDBOX", "").lower() in ("0", "off", "no", "false")
+
+
+@functools.lru_cache(maxsize=1)
+def probe() -> Isolation:
+    """Run bwrap once with the layers the workers need; cached for the process."""
+    if _disabled():
+        return Isolation(False, None, "the sandbox is turned off (KERNELBRAIN_SANDBOX=0)")
+    tool = shutil.which("bwrap")
+    if tool is None:
+        return Isolation(False, None, "bubblewrap (`bwrap`) is not installed")
+    scratch = Path(os.environ.get("TMPDIR", "/tmp"))
+    argv = _bwrap_argv(tool, str(scratch), [], gpu=False) + ["--", sys.executable, "-c", "pass"]
+    try:
+        proc = subprocess.run(
+            argv, capture_output=True, text=True, timeout=PROBE_TIMEOUT_S, env={"PATH": "/usr/bin"}
+        )
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return Isolation(False, tool, f"bubblewrap could not start ({exc})")
+    if proc.returncode != 0:
+        last = (proc.stderr.strip().splitlines() or ["no message"])[-1][:200]
+        return Isolation(False, tool, f"bubblewrap is refused on this machine: {last}")
+    return Isolation(True, tool, "")
+
+
+_noticed = False
+
+
+def notice() -> str | None:
+    """The one-time plain statement that workers run unsandboxed (None when sandboxed or said)."""
+    global _noticed
+    iso = probe()
+    if iso.available or _noticed:
+        return None
+    _noticed = True
+    return iso.describe()
+
+
+def _readable_under_home(home: Path) -> list[str]:
+    """Paths under the real home the worker needs (the interpreter, its packages, this package):
+    kept visible even when a credential folder above them is masked."""
+    needed = {sys.prefix, sys.base_prefix, os.path.dirname(os.path.realpath(sys.executable))}
+    needed |= {p for p in sys.path if p}
+    needed.add(str(Path(__file__).resolve().parents[2]))
+    out = []
+    for p in needed:
+        real = os.path.realpath(p)
+        if real.startswith(str(home) + os.sep) and os.path.exists(real):
+            out.append(real)
+    return sorted(out)
+
+
+def _bwrap_argv(tool: str, scratch: str, writable: list[str], gpu: bool) -> list[str]:
+    argv = [
+        tool,
+        "--unshare-net",
+        "--unshare-pid",
+        "--unshare-ipc",
+        "--unshare-uts",
+        "--unshare-cgroup-try",
+        "--die-with-parent",
+        "--new-session",
+        "--cap-drop",
+        "ALL",
+        "--ro-bind",
+        "/",
+        "/",
+        "--dev",
+        "/dev",
+        "--proc",
+        "/proc",
+        "--tmpfs",
+        "/tmp",
+    ]
+    if gpu:
+        for node in sorted(glob.glob("/dev/nvidia*")):
+            argv += ["--dev-bind", node, node]
+    if os.path.isdir("/dev/shm"):
+        argv += ["--tmpfs", "/dev/shm"]  # torch's CPU shared memory, private to the sandbox
+    home = Path(os.path.expanduser("~")).resolve()
+    if str(home) not in ("/", "") and home.is_dir():
+        for name in HIDDEN_HOME_DIRS:
+            if (home / name).is_dir():
+                argv += ["--tmpfs", str(home / name)]
+        for name in HIDDEN_HOME_FILES:
+            if (home / name).is_file():
+                argv += ["--ro-bind", "/dev/null", str(home / name)]
+        for path in _readable_under_home(home):
+            if any(path.startswith(str(home / d) + os.sep) for d in HIDDEN_HOME_DIRS):
+                argv += ["--ro-bind", path, path]  # the interpreter under a masked folder
+    for path in [scratch, *writable]:
+        if os.path.isdir(path):
+            argv += ["--bind", path, path]
+    return argv
+
+
+def command(
+    argv: list[str], env: dict[str, str], scratch: str, writable: list[str], gpu: bool
+) -> tuple[list[str], dict[str, str]]:
+    """(argv, env) that run `argv` in the sandbox, or unchanged where it is unavailable.
+
+    `scratch` is the process's only private writable folder (it becomes its home too);
+    `writable` are shared folders it may write (Triton's cache). The environment is passed
+    explicitly (`--clearenv` + `--setenv`), so nothing of bwrap's own environment leaks in.
+    """
+    env = dict(env)
+    home = os.path.join(scratch, "home")
+    os.makedirs(home, exist_ok=True)
+    env["HOME"] = home
+    env["TMPDIR"] = scratch
+    iso = probe()
+    if not iso.available:
+        return argv, env
+    wrapped = _bwrap_argv(iso.tool, scratch, writable, gpu) + ["--clearenv"]
+    for key, value in sorted(env.items()):
+        wrapped += ["--setenv", key, value]
+    wrapped += ["--"]
+    return wrapped + argv, {"PATH": env.get("PATH", "/usr/bin:/bin")}
+
+
+def normalise_returncode(returncode: int | None) -> int | None:
+    """bwrap exits with 128+N when its child dies of signal N: report it as Popen would (-N)."""
+    if returncode is not None and probe().available and 128 < returncode < 128 + 65:
+        return -(returncode - 128)
+    return returncode

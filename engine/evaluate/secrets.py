@@ -1,0 +1,106 @@
+"""Secrets never reach user code, and text from user code never carries them out (no torch).
+
+Two halves:
+- `clean_environment` is the environment of every process that runs workspace or candidate
+  code: no variable whose name says it holds a key, token or credential.
+- `scrub` is applied to every string that comes back from such a process (answers, progress,
+  stderr) before anything stores, logs or prints it: each configured secret value is replaced,
+  text that looks like an API key is replaced, and the whole is truncated.
+
+"Configured secrets" are the values of the engine's own secret-named variables
+(`OPENAI_API_KEY`, `KERNELBRAIN_API_KEY`, …) plus any handed over at run time (`register`), e.g.
+the key the editor stores.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import threading
+
+import msgspec
+
+SECRET_NAME = re.compile(r"(KEY|TOKEN|SECRET|PASSW|CREDENTIAL|AUTH|COOKIE|SESSION)", re.I)
+SECRET_PREFIXES = (
+    "OPENAI_",
+    "ANTHROPIC_",
+    "AWS_",
+    "AZURE_",
+    "GOOGLE_",
+    "GITHUB_",
+    "HF_",
+    "HUGGING",
+)
+# Shapes of common API keys, for secrets nobody configured here (a key read from a file).
+KEY_PATTERN = re.compile(
+    r"\b(sk-[A-Za-z0-9_-]{16,}|gh[pousr]_[A-Za-z0-9]{20,}|AKIA[0-9A-Z]{16}|hf_[A-Za-z0-9]{20,})"
+)
+MIN_SECRET_CHARS = 6  # shorter values ("1", "yes") would redact ordinary words
+MESSAGE_LIMIT = 4000  # characters of one message from user code that are kept
+REDACTED = "[redacted]"
+
+_registered: set[str] = set()
+_lock = threading.Lock()
+
+
+def is_secret_name(name: str) -> bool:
+    return bool(SECRET_NAME.search(name)) or name.startswith(SECRET_PREFIXES)
+
+
+def clean_environment(env: dict[str, str] | None = None) -> dict[str, str]:
+    """`env` (default: this process's) without any secret-named variable."""
+    source = os.environ if env is None else env
+    return {k: v for k, v in source.items() if not is_secret_name(k)}
+
+
+def register(value: str | None) -> None:
+    """Treat `value` as a secret from now on (a key handed over at run time)."""
+    if value and len(value) >= MIN_SECRET_CHARS:
+        with _lock:
+            _registered.add(value)
+
+
+def configured() -> list[str]:
+    """Every configured secret value, longest first (so a key containing another goes whole)."""
+    values = {v for k, v in os.environ.items() if is_secret_name(k) and len(v) >= MIN_SECRET_CHARS}
+    with _lock:
+        values |= _registered
+    return sorted(values, key=len, reverse=True)
+
+
+def scrub(text: str, limit: int = MESSAGE_LIMIT) -> str:
+    """`text` with every configured secret and key-shaped token replaced, then truncated."""
+    if not text:
+        return text
+    for value in configured():
+        if value in text:
+            text = text.replace(value, REDACTED)
+    text = KEY_PATTERN.sub(REDACTED, text)
+    if len(text) > limit:
+        text = text[:limit] + f"… ({len(text) - limit} more characters)"
+    return text
+
+
+def scrub_struct(value):
+    """Scrub every string inside a msgspec message, in place (lists and nested structs too)."""
+    if isinstance(value, str):
+        return scrub(value)
+    if isinstance(value, msgspec.Struct):
+        for field in value.__struct_fields__:
+            item = getattr(value, field)
+            cleaned = scrub_struct(item)
+            if cleaned is not item:
+                try:
+                    setattr(value, field, cleaned)
+                except (AttributeError, TypeError):  # a frozen struct holds no text from user code
+                    pass
+        return value
+    if isinstance(value, list):
+        for i, item in enumerate(value):
+            cleaned = scrub_struct(item)
+            if cleaned is not item:
+                value[i] = cleaned
+        return value
+    if isinstance(value, dict):
+        return {scrub_struct(k): scrub_struct(v) for k, v in value.items()}
+    return value
