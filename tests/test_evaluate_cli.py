@@ -13,8 +13,8 @@ from kernelbrain.engine.evaluate.pool import WorkerPool
 from kernelbrain.engine.evaluate.verify import run_harness
 from kernelbrain.engine.task import find_task
 
+from .adversarial.attacks import ATTACKS, BASE, CORRECT
 from .conftest import EXAMPLES
-from .test_adversarial import ADVERSARIES, BASE, CORRECT
 
 
 def cli(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
@@ -46,7 +46,7 @@ def test_every_example_passes_its_own_harness_on_cpu():
 def test_verify_json_accepted_and_rejected(tmp_path):
     good, bad = tmp_path / "good.py", tmp_path / "bad.py"
     good.write_text(CORRECT)
-    bad.write_text(ADVERSARIES["wrong values"][0])
+    bad.write_text(ATTACKS["wrong values"].source)
     target = f"{BASE}::softmax_kernel"
     ok = cli("verify", target, "--candidate", str(good), "--json", "--device", "cpu")
     assert ok.returncode == 0, ok.stderr

@@ -372,6 +372,25 @@ Answer = Union[
     WorkerError,
 ]
 
+# What each request may be answered with (a `WorkerError` always may): anything else means the
+# worker's code wrote to its answer pipe, and the engine stops trusting that worker.
+ANSWERS = {
+    Ping: (Ready,),
+    RunHarness: (HarnessResult,),
+    RunCandidate: (CandidateRuns,),
+    TimeAB: (TimingResult, TimingResults),
+    Bench: (BenchResult,),
+    MeasureCeilings: (Ceilings,),
+    Specialize: (SpecializeResult,),
+    Compile: (CompileResult,),
+}
+
+
+def answers(request, answer) -> bool:
+    """Whether `answer` is a possible answer to `request`."""
+    return isinstance(answer, WorkerError) or isinstance(answer, ANSWERS.get(type(request), ()))
+
+
 _encoder = msgspec.msgpack.Encoder()
 _request_decoder = msgspec.msgpack.Decoder(Request)
 _answer_decoder = msgspec.msgpack.Decoder(Answer)

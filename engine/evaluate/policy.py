@@ -1,10 +1,19 @@
 """The static half of the policy gate: what a candidate may not do, checked before it runs.
 
+A first filter, not the wall: candidates run in the sandbox and are judged out of process
+whatever this lets through (`sandbox.py`, `harness.py`). It rejects early, with a line number,
+what an honest kernel never needs.
+
 A candidate must keep the kernel's runtime parameters and the entry's signature, import only
-what the original imports or an allow-list, use no exec/eval/open/os/subprocess/network, not
-call the reference, carry no state between calls, not hard-code a case's shape into a launch,
-and not introduce float atomics. The run-time half (NaN-poisoned outputs, the audit of PyTorch
-compute, fresh inputs per stage) lives in `audit.py` and `harness.py`, inside workers.
+what the original imports or an allow-list, and use none of: exec/eval/open/getattr-by-name and
+the like (called or merely named, so `_ev = eval` is refused too); attribute chains or imports
+that reach the interpreter, the operating system, serialisation or threads (`os`, `sys`,
+`importlib`, `ctypes`, `pickle`, `marshal`, `subprocess`, `socket`, `threading`,
+`multiprocessing`), private or dunder attributes, `torch.save/load`, `torch.hub`, `torch.utils`,
+`.numpy()`; new code that runs at import (module statements, class bodies, decorators, default
+values, annotations); calling the reference; state between calls (module-level, on functions,
+on classes, on the arguments); hard-coding a case's shape into a launch; new float atomics;
+`tl.inline_asm_elementwise`. Each of these is allowed where the original itself does it.
 """
 
 from __future__ import annotations
@@ -72,6 +81,76 @@ FORBIDDEN_ATTRS = {
     "urlopen",
 }
 FORBIDDEN_NAMES = {"__builtins__", "__loader__", "__spec__"}
+# Builtins refused whenever they are named, not only when called (`_ev = eval; _ev(...)`).
+FORBIDDEN_BUILTINS = FORBIDDEN_CALLS | {
+    "getattr",
+    "setattr",
+    "hasattr",
+    "attrgetter",
+    "methodcaller",
+    "help",
+    "object",
+    "type",
+    "super",
+}
+# Modules no kernel needs, reached by any attribute chain or import (`torch.sys`, `x.os`).
+FORBIDDEN_MODULES = {
+    "os",
+    "sys",
+    "importlib",
+    "ctypes",
+    "pickle",
+    "marshal",
+    "subprocess",
+    "socket",
+    "threading",
+    "multiprocessing",
+    "builtins",
+    "shutil",
+    "pathlib",
+    "io",
+    "signal",
+    "inspect",
+    "gc",
+    "code",
+    "runpy",
+    "urllib",
+    "http",
+    "requests",
+    "numpy",
+}
+# Dotted prefixes of torch refused for a candidate (serialisation, downloads, dispatch tricks).
+FORBIDDEN_TORCH = (
+    "torch.save",
+    "torch.load",
+    "torch.hub",
+    "torch.from_file",
+    "torch.utils",
+    "torch.ops",
+    "torch.library",
+    "torch.serialization",
+    "torch.multiprocessing",
+    "torch.distributed",
+    "torch.overrides",
+    "torch.package",
+    "torch.jit",
+    "torch.compile",
+    "torch.fx",
+)
+FORBIDDEN_METHODS = {"numpy", "tolist", "__setattr__", "data_ptr"}
+INLINE_ASM = "inline_asm_elementwise"
+HARMLESS_CALLS = {
+    "Config",
+    "constexpr",
+    "dict",
+    "tuple",
+    "list",
+    "range",
+    "next_power_of_2",
+    "cdiv",
+}
+# Decorators whose application runs nothing of the candidate's (by their last name).
+KNOWN_DECORATORS = {"jit", "autotune", "heuristics", "staticmethod", "classmethod", "property"}
 MUTATORS = {
     "append",
     "extend",
@@ -138,13 +217,25 @@ def _entry_function(tree: ast.Module, task: Task) -> ast.FunctionDef | None:
 
 
 def _module_names(tree: ast.Module) -> set[str]:
+    """Every name bound at module level: what a function may not write into (state that
+    survives between calls lives on module variables, functions, classes and modules)."""
     names = set()
     for n in tree.body:
         if isinstance(n, ast.Assign):
             names |= {t.id for t in n.targets if isinstance(t, ast.Name)}
         elif isinstance(n, (ast.AnnAssign, ast.AugAssign)) and isinstance(n.target, ast.Name):
             names.add(n.target.id)
+        elif isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names.add(n.name)
+        elif isinstance(n, (ast.Import, ast.ImportFrom)):
+            names |= {(a.asname or a.name).split(".")[0] for a in n.names}
     return names
+
+
+def _parameters(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> set[str]:
+    a = fn.args
+    names = {x.arg for x in a.posonlyargs + a.args + a.kwonlyargs}
+    return names | {x.arg for x in (a.vararg, a.kwarg) if x is not None} - {"self"}
 
 
 def _stateful(tree: ast.Module, original: ast.Module) -> Rejection | None:
@@ -184,11 +275,24 @@ def _stateful(tree: ast.Module, original: ast.Module) -> Rejection | None:
                     t is not base
                     and isinstance(base, ast.Name)
                     and (base.id in module_names or base.id == fn.name)
+                    and ast.dump(n) not in orig_dump
                 ):
                     return Rejection(
                         "stateful",
                         f"`{ast.unparse(t)} = ...` in `{fn.name}` writes module-level state "
                         "that survives between calls",
+                        n.lineno,
+                    )
+                if (
+                    isinstance(t, ast.Attribute)
+                    and isinstance(base, ast.Name)
+                    and base.id in _parameters(fn)
+                    and ast.dump(n) not in orig_dump
+                ):
+                    return Rejection(
+                        "stateful",
+                        f"`{ast.unparse(t)} = ...` in `{fn.name}` stores on an argument, where it "
+                        "survives to the next call with the same tensor",
                         n.lineno,
                     )
             if (
@@ -242,65 +346,15 @@ def static_gate(task: Task, original_source: str, candidate_source: str) -> Reje
             entry.lineno,
         )
 
-    allowed = ALLOWED_IMPORTS | _imports(original)
-    for n in ast.walk(tree):
-        if isinstance(n, (ast.Import, ast.ImportFrom)):
-            mods = (
-                [a.name for a in n.names]
-                if isinstance(n, ast.Import)
-                else [n.module or "." * n.level]
-            )
-            for m in mods:
-                root = m.split(".")[0] if not m.startswith(".") else "."
-                if root not in allowed:
-                    return Rejection(
-                        "forbidden-import",
-                        f"`import {m}`: candidates may import only "
-                        f"{', '.join(sorted(ALLOWED_IMPORTS - {'__future__'}))} "
-                        "and what the original imports",
-                        n.lineno,
-                    )
-        elif (
-            isinstance(n, ast.Call)
-            and isinstance(n.func, ast.Name)
-            and n.func.id in FORBIDDEN_CALLS
-        ):
-            return Rejection(
-                "forbidden-call", f"`{n.func.id}(...)` is not allowed in a candidate", n.lineno
-            )
-        elif isinstance(n, ast.Attribute) and n.attr in FORBIDDEN_ATTRS:
-            return Rejection(
-                "forbidden-attribute",
-                f"`{ast.unparse(n)}` reaches outside the kernel's business "
-                f"(`.{n.attr}` is not allowed)",
-                n.lineno,
-            )
-        elif isinstance(n, ast.Name) and n.id in FORBIDDEN_NAMES:
-            return Rejection(
-                "forbidden-attribute", f"`{n.id}` is not allowed in a candidate", n.lineno
-            )
-
-    # New module-level statements run at import time: only definitions, imports and constants.
-    orig_top = {ast.dump(s) for s in original.body}
-    for s in tree.body:
-        if ast.dump(s) in orig_top or isinstance(
-            s, (ast.FunctionDef, ast.ClassDef, ast.Import, ast.ImportFrom)
-        ):
-            continue
-        if (
-            isinstance(s, (ast.Assign, ast.AnnAssign))
-            and s.value is not None
-            and _harmless(s.value)
-        ):
-            continue
-        if isinstance(s, ast.Expr) and isinstance(s.value, ast.Constant):
-            continue
-        return Rejection(
-            "module-code",
-            f"new module-level statement `{ast.unparse(s).splitlines()[0]}` would run at "
-            "import time",
-            s.lineno,
-        )
+    reached = _reaches_outside(tree, original)
+    if reached is not None:
+        return reached
+    stateful = _stateful(tree, original)
+    if stateful is not None:
+        return stateful
+    at_import = _runs_at_import(tree, original)
+    if at_import is not None:
+        return at_import
 
     # The reference is the ground truth: a candidate may not call it (or, for KernelBench, use Model).
     if task.reference_module == task.file or task.kind == "kernelbench":
@@ -310,10 +364,6 @@ def static_gate(task: Task, original_source: str, candidate_source: str) -> Reje
                 return Rejection(
                     "calls-reference", f"candidate uses the reference `{ref}`", n.lineno
                 )
-
-    stateful = _stateful(tree, original)
-    if stateful is not None:
-        return stateful
 
     # A runtime argument hard-coded to a literal where the original computed it.
     cand_sites = kernel.launch_sites
@@ -345,17 +395,229 @@ def static_gate(task: Task, original_source: str, candidate_source: str) -> Reje
 
 
 def _harmless(value: ast.expr) -> bool:
-    """A module-level value whose evaluation cannot do anything: literals, names, arithmetic,
-    `triton.Config(...)` lists, lambdas (defined, not run)."""
-    for n in ast.walk(value):
+    """A value whose evaluation cannot do anything: literals, names, arithmetic,
+    `triton.Config(...)` lists, lambdas (defined, not run: their bodies are not looked at)."""
+    stack = [value]
+    while stack:
+        n = stack.pop()
         if isinstance(n, ast.Lambda):
+            stack.extend(n.args.defaults + [d for d in n.args.kw_defaults if d is not None])
             continue
         if isinstance(n, ast.Call):
             fn = n.func
             name = fn.attr if isinstance(fn, ast.Attribute) else getattr(fn, "id", "")
-            if name not in ("Config", "constexpr", "dict", "tuple", "list", "range"):
+            if name not in HARMLESS_CALLS:
                 return False
+        stack.extend(ast.iter_child_nodes(n))
     return True
+
+
+def _dotted(node: ast.expr, aliases: dict[str, str]) -> str | None:
+    """`torch.hub.load` for an attribute chain on a name, through the file's import aliases."""
+    parts = []
+    while isinstance(node, ast.Attribute):
+        parts.append(node.attr)
+        node = node.value
+    if not isinstance(node, ast.Name):
+        return None
+    parts.append(aliases.get(node.id, node.id))
+    return ".".join(reversed(parts))
+
+
+def _aliases(tree: ast.Module) -> dict[str, str]:
+    """Local names bound to modules or attribute chains: imports and plain assignments."""
+    out: dict[str, str] = {}
+    for n in ast.walk(tree):
+        if isinstance(n, ast.Import):
+            for a in n.names:
+                out[a.asname or a.name.split(".")[0]] = a.name if a.asname else a.name.split(".")[0]
+        elif isinstance(n, ast.ImportFrom) and n.level == 0 and n.module:
+            for a in n.names:
+                out[a.asname or a.name] = f"{n.module}.{a.name}"
+    for _ in range(3):  # `t = torch; h = t.hub`: a few rounds of plain assignments
+        for n in ast.walk(tree):
+            if isinstance(n, ast.Assign) and isinstance(n.value, (ast.Name, ast.Attribute)):
+                dotted = _dotted(n.value, out)
+                for t in n.targets:
+                    if isinstance(t, ast.Name) and dotted:
+                        out[t.id] = dotted
+    return out
+
+
+def _forbidden_dotted(dotted: str | None) -> bool:
+    if not dotted:
+        return False
+    parts = dotted.split(".")
+    if any(p in FORBIDDEN_MODULES for p in parts[1:]) or parts[0] in FORBIDDEN_MODULES:
+        return True
+    return any(dotted == p or dotted.startswith(p + ".") for p in FORBIDDEN_TORCH)
+
+
+def _reaches_outside(tree: ast.Module, original: ast.Module) -> Rejection | None:
+    """Imports, names and attribute chains that reach past the kernel's business."""
+    orig_names = {n.id for n in ast.walk(original) if isinstance(n, ast.Name)}
+    orig_attrs = {n.attr for n in ast.walk(original) if isinstance(n, ast.Attribute)}
+    orig_aliases = _aliases(original)
+    orig_dotted = {
+        _dotted(n, orig_aliases) for n in ast.walk(original) if isinstance(n, ast.Attribute)
+    }
+    orig_imports = {
+        ast.dump(n) for n in ast.walk(original) if isinstance(n, ast.Import | ast.ImportFrom)
+    }
+    aliases = _aliases(tree)
+    allowed = ALLOWED_IMPORTS | _imports(original)
+    for n in ast.walk(tree):
+        if isinstance(n, (ast.Import, ast.ImportFrom)):
+            if isinstance(n, ast.Import):
+                mods = [a.name for a in n.names]
+            else:
+                base = n.module or "." * n.level
+                mods = [f"{base}.{a.name}" for a in n.names] if n.level == 0 else [base]
+            for m in mods:
+                root = m.split(".")[0] if not m.startswith(".") else "."
+                if root not in allowed:
+                    return Rejection(
+                        "forbidden-import",
+                        f"`import {m}`: candidates may import only "
+                        f"{', '.join(sorted(ALLOWED_IMPORTS - {'__future__'}))} "
+                        "and what the original imports",
+                        n.lineno,
+                    )
+                private = any(p.startswith("_") and p != "__future__" for p in m.split("."))
+                if (_forbidden_dotted(m) or private) and ast.dump(n) not in orig_imports:
+                    return Rejection(
+                        "forbidden-import",
+                        f"`{ast.unparse(n)}` reaches outside the kernel's business",
+                        n.lineno,
+                    )
+        elif (
+            isinstance(n, ast.Call)
+            and isinstance(n.func, ast.Name)
+            and n.func.id in FORBIDDEN_CALLS
+            and n.func.id not in orig_names
+        ):
+            return Rejection(
+                "forbidden-call", f"`{n.func.id}(...)` is not allowed in a candidate", n.lineno
+            )
+        elif isinstance(n, ast.Name) and n.id in FORBIDDEN_NAMES:
+            return Rejection(
+                "forbidden-attribute", f"`{n.id}` is not allowed in a candidate", n.lineno
+            )
+        elif isinstance(n, ast.Name) and n.id in FORBIDDEN_BUILTINS and n.id not in orig_names:
+            return Rejection(
+                "forbidden-call",
+                f"`{n.id}` is not allowed in a candidate, called or not",
+                n.lineno,
+            )
+        elif isinstance(n, ast.Attribute) and n.attr not in orig_attrs:
+            if n.attr == INLINE_ASM:
+                return Rejection(
+                    "inline-asm",
+                    f"`{ast.unparse(n)}`: inline assembly the original does not use",
+                    n.lineno,
+                )
+            if (
+                n.attr in FORBIDDEN_ATTRS
+                or n.attr in FORBIDDEN_MODULES
+                or n.attr in FORBIDDEN_METHODS
+                or n.attr.startswith("_")
+            ):
+                return Rejection(
+                    "forbidden-attribute",
+                    f"`{ast.unparse(n)}` reaches outside the kernel's business "
+                    f"(`.{n.attr}` is not allowed)",
+                    n.lineno,
+                )
+            dotted = _dotted(n, aliases)
+            if _forbidden_dotted(dotted) and dotted not in orig_dotted:
+                return Rejection(
+                    "forbidden-attribute",
+                    f"`{ast.unparse(n)}` is `{dotted}`, which a candidate may not use",
+                    n.lineno,
+                )
+    return None
+
+
+def _runs_at_import(tree: ast.Module, original: ast.Module) -> Rejection | None:
+    """New code that would run when the module is imported: module statements, class bodies,
+    decorators, default values and annotations must be definitions or harmless values."""
+    orig_nodes = {ast.dump(n) for n in ast.walk(original)}
+    lazy_annotations = any(
+        isinstance(n, ast.ImportFrom) and n.module == "__future__" for n in tree.body
+    )
+
+    def fine(expr: ast.expr | None) -> bool:
+        return expr is None or ast.dump(expr) in orig_nodes or _harmless(expr)
+
+    def decorator_fine(deco: ast.expr) -> bool:
+        if ast.dump(deco) in orig_nodes:
+            return True
+        target = deco.func if isinstance(deco, ast.Call) else deco
+        name = target.attr if isinstance(target, ast.Attribute) else getattr(target, "id", "")
+        if name not in KNOWN_DECORATORS:
+            return False
+        return not isinstance(deco, ast.Call) or all(
+            _harmless(a) for a in deco.args + [k.value for k in deco.keywords]
+        )
+
+    def definition(node, where: str) -> Rejection | None:
+        for deco in node.decorator_list:
+            if not decorator_fine(deco):
+                return Rejection(
+                    "module-code",
+                    f"decorator `@{ast.unparse(deco)}` on `{node.name}` runs at import time",
+                    deco.lineno,
+                )
+        if isinstance(node, ast.ClassDef):
+            for base in node.bases + [k.value for k in node.keywords]:
+                if not fine(base):
+                    return Rejection(
+                        "module-code",
+                        f"class `{node.name}`'s base `{ast.unparse(base)}` runs at import time",
+                        node.lineno,
+                    )
+            for stmt in node.body:
+                found = statement(stmt, f"class `{node.name}`")
+                if found is not None:
+                    return found
+            return None
+        a = node.args
+        values = a.defaults + [d for d in a.kw_defaults if d is not None]
+        if not lazy_annotations:
+            values += [x.annotation for x in a.posonlyargs + a.args + a.kwonlyargs if x.annotation]
+            values += [node.returns] if node.returns else []
+        for value in values:
+            if not fine(value):
+                return Rejection(
+                    "module-code",
+                    f"`{ast.unparse(value)}` in the signature of `{node.name}` runs at import time",
+                    value.lineno,
+                )
+        return None
+
+    def statement(stmt, where: str) -> Rejection | None:
+        if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            return definition(stmt, where)
+        if ast.dump(stmt) in orig_nodes or isinstance(stmt, (ast.Import, ast.ImportFrom, ast.Pass)):
+            return None
+        if isinstance(stmt, (ast.Assign, ast.AnnAssign)) and stmt.value is not None:
+            targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]
+            if _harmless(stmt.value) and all(isinstance(t, ast.Name) for t in targets):
+                return None  # `torch.allclose = ...` patches a module: never harmless
+        if isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Constant):
+            return None
+        return Rejection(
+            "module-code",
+            f"new statement `{ast.unparse(stmt).splitlines()[0]}` in {where} would run at "
+            "import time",
+            stmt.lineno,
+        )
+
+    for stmt in tree.body:
+        found = statement(stmt, "the module")
+        if found is not None:
+            return found
+    return None
 
 
 def _atomic_adds(tree: ast.Module) -> list[int]:

@@ -298,6 +298,13 @@ class WorkerProcess:
                 except (BrokenPipeError, OSError):
                     self._died(stage)
                 continue
+            if not m.answers(request, answer):
+                self.kill()  # its answer pipe carries what its code wrote: trust nothing more
+                raise WorkerDied(
+                    "protocol",
+                    f"the worker answered {type(answer).__name__} to {type(request).__name__}",
+                    stage,
+                )
             if fatal(answer):
                 self.kill()  # it is exiting anyway; never hand it another request
             return answer

@@ -8,9 +8,10 @@ program) runs inside bubblewrap (`bwrap`), a tool made for exactly this:
 - its own PID namespace with a fresh /proc: it sees only its own processes, never the engine's
   environment (`/proc/<ppid>/environ`), and when the sandbox's first process dies the kernel
   kills every process left in it (a `setsid` + fork cannot outlive the run);
-- the whole filesystem read-only, a private /tmp, a private home (`HOME` in its scratch folder),
-  and well-known credential stores of the real home hidden; writable only: its own scratch folder
-  and Triton's kernel cache (which the compile workers fill for the GPU worker);
+- the whole filesystem read-only (/tmp included: workspaces and test folders live there), a
+  private temporary folder and home (`TMPDIR` and `HOME` in its scratch folder), and well-known
+  credential stores of the real home hidden; writable only: its own scratch folder and Triton's
+  kernel cache (which the compile workers fill for the GPU worker);
 - no capabilities, no new privileges (bwrap sets `PR_SET_NO_NEW_PRIVS`), a new session (no
   terminal to inject keystrokes into), and it dies with the engine process that started it;
 - on a GPU, the NVIDIA device nodes bound into an otherwise minimal /dev.
@@ -59,7 +60,7 @@ class Isolation:
         if self.available:
             return (
                 "sandboxed with bubblewrap: no network, own PID namespace, read-only filesystem "
-                "with a private /tmp and home, no capabilities"
+                "with a private scratch folder and home, no capabilities"
             )
         return (
             "NOT sandboxed: " + self.reason + ". Workspace and candidate code runs with this "
@@ -139,8 +140,6 @@ def _bwrap_argv(tool: str, scratch: str, writable: list[str], gpu: bool) -> list
         "/dev",
         "--proc",
         "/proc",
-        "--tmpfs",
-        "/tmp",
     ]
     if gpu:
         for node in sorted(glob.glob("/dev/nvidia*")):

@@ -9,7 +9,7 @@ from kernelbrain.engine.evaluate.pool import WorkerPool
 from kernelbrain.engine.evaluate.verify import bench, run_harness, verify
 from kernelbrain.engine.task import find_task
 
-from ..test_adversarial import AUTOTUNED, BASE, CORRECT, SOURCE
+from ..adversarial.attacks import AUTOTUNED, BASE, CORRECT, SOURCE
 from .slowdowns import EXAMPLES, identical_copy, illegal_address, slowed_softmax
 
 pytestmark = pytest.mark.gpu

@@ -1,0 +1,225 @@
+"""The adversarial suite: every attack in `attacks.py` is rejected for the right reason, at the
+right stage, by one worker pool that survives all of them; past the static gate the sandbox and
+the out-of-process judge hold on their own; and nothing gets out: no connection reaches a
+listener on 127.0.0.1, no file appears outside the sandbox's scratch folder, no process started
+by a candidate outlives the pool, and the sentinel key never appears in a result or a log."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import threading
+import time
+from pathlib import Path
+
+import msgspec
+import pytest
+
+from kernelbrain.engine.evaluate import sandbox
+from kernelbrain.engine.evaluate.pool import WorkerPool
+from kernelbrain.engine.evaluate.verify import run_harness, verify
+from kernelbrain.engine.task import find_task
+
+from .attacks import ATTACKS, AUTOTUNED, BASE, CONTAINED, HONEST, SOURCE, edit
+
+SENTINEL = "kb-sentinel-7f3a9c2e51d8"  # the configured key no output may carry
+MARK = "987654.321"  # the `sleep` of any process an attack starts: found by its command line
+SLOW = {"infinite loop": 25.0}  # per-attack harness time limits
+
+
+class Listener:
+    """A TCP server on 127.0.0.1 that counts the connections it accepts."""
+
+    def __init__(self) -> None:
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(16)
+        self.sock.settimeout(0.2)
+        self.port = self.sock.getsockname()[1]
+        self.connections = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._serve, daemon=True)
+        self._thread.start()
+
+    def _serve(self) -> None:
+        while not self._stop.is_set():
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                continue
+            self.connections += 1
+            conn.close()
+
+    def close(self) -> None:
+        self._stop.set()
+        self._thread.join(2)
+        self.sock.close()
+
+
+class World(msgspec.Struct):
+    workspace: Path
+    outside: Path
+    port: int
+
+    def fill(self, source: str) -> str:
+        return (
+            source.replace("@PORT@", str(self.port))
+            .replace("@OUTSIDE@", str(self.outside))
+            .replace("@MARK@", MARK)
+            .replace("@SECRET_FILE@", str(self.workspace / "secret.txt"))
+        )
+
+
+def _files(folder: Path) -> set[str]:
+    return {str(p.relative_to(folder)) for p in folder.rglob("*") if "__pycache__" not in p.parts}
+
+
+def _marked_processes() -> list[int]:
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                if MARK.encode() in (entry / "cmdline").read_bytes():
+                    found.append(int(entry.name))
+            except OSError:
+                pass
+    return found
+
+
+@pytest.fixture(scope="module")
+def listener():
+    server = Listener()
+    yield server
+    server.close()
+
+
+@pytest.fixture(scope="module")
+def world(tmp_path_factory, listener):
+    root = tmp_path_factory.mktemp("adversarial")
+    workspace = root / "workspace"
+    shutil.copytree(BASE.parent, workspace)
+    (workspace / "secret.txt").write_text(SENTINEL)
+    outside = root / "outside"
+    outside.mkdir()
+    return World(workspace, outside, listener.port)
+
+
+@pytest.fixture(scope="module")
+def task(world):
+    return find_task(world.workspace / "softmax.py", "softmax_kernel")
+
+
+@pytest.fixture(scope="module")
+def pool():
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("KERNELBRAIN_API_KEY", SENTINEL)  # what the engine holds; workers never do
+        with WorkerPool() as p:
+            yield p
+
+
+@pytest.mark.slow
+def test_attacks_are_rejected_and_contained(pool, task, world, listener):
+    assert sandbox.probe().available, sandbox.probe().describe()  # CI installs bubblewrap
+    before = _files(world.workspace)
+    texts, wrong = [], []
+    for name, attack in ATTACKS.items():
+        source = world.fill(attack.source)
+        report = verify(pool, task, source, "cpu", timeout_s=SLOW.get(name))
+        texts.append(msgspec.json.encode(report).decode())
+        if (report.accepted, report.stage, report.reason) != (False, *attack.gate):
+            wrong.append(
+                f"{name}: expected {attack.gate}, got {report.stage, report.reason}: "
+                f"{report.message[:300]}"
+            )
+        if attack.unguarded is None or report.stage != "gate":
+            continue
+        # The gate is a first filter: past it, the sandbox and the judge must hold on their own.
+        result = run_harness(pool, task, source, "cpu", timeout_s=SLOW.get(name))
+        texts.append(msgspec.json.encode(result).decode())
+        if attack.unguarded != CONTAINED and (result.accepted, result.stage, result.reason) != (
+            False,
+            *attack.unguarded,
+        ):
+            wrong.append(
+                f"{name} past the gate: expected {attack.unguarded}, got "
+                f"{result.accepted, result.stage, result.reason}: {result.message[:300]}"
+            )
+    texts += [pool.worker(d).stderr_tail(300) for d in ("cpu", "judge@cpu")]
+    assert not wrong, "\n".join(wrong)
+    assert len(ATTACKS) >= 50
+    assert pool.restarts >= 4  # the crashes ended their workers, never the pool
+    # Nothing got out.
+    assert listener.connections == 0
+    assert list(world.outside.iterdir()) == []
+    assert _files(world.workspace) == before
+    assert not any(SENTINEL in t for t in texts), "the sentinel key came out"
+    assert all(len(t) < 200_000 for t in texts)  # a flooded message is truncated
+    pool.close()
+    deadline = time.monotonic() + 10
+    while _marked_processes() and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert _marked_processes() == [], "a process started by a candidate outlived the pool"
+
+
+@pytest.mark.slow
+def test_honest_variants_are_accepted(pool, task):
+    for name, source in HONEST.items():
+        report = verify(pool, task, source, "cpu")
+        assert report.accepted, f"{name}: {report.stage} {report.reason} {report.message}"
+        assert [s.name for s in report.stages] == [
+            "smoke",
+            "sweep",
+            "stability",
+            "determinism",
+            "edge",
+        ]
+        assert all(c.ok for c in report.cases)
+        assert report.timing is None  # no timing without a GPU
+    assert len(HONEST) >= 5
+
+
+def test_rejections_say_what_and_where(pool, task):
+    report = verify(pool, task, ATTACKS["correct only at power-of-two sizes"].source, "cpu")
+    assert report.stage == "sweep" and "->" in report.message  # names the perturbed size
+    failing = [c for c in report.cases if not c.ok]
+    assert failing and failing[-1].mismatched > 0 and failing[-1].max_abs_err > 0
+    report = verify(pool, task, AUTOTUNED, "cpu")
+    assert report.stage == "sweep" and "autotune config BLOCK=128" in report.message, report.message
+    report = verify(pool, task, ATTACKS["torch fallback"].source, "cpu")
+    assert "aten._softmax" in report.message and report.torch_ops == ["_softmax"]
+    report = verify(pool, task, edit(("import torch\n", "import os\nimport torch\n")), "cpu")
+    assert report.line == 7 and "import os" in report.message
+    report = verify(pool, task, ATTACKS["result written into the input"].source, "cpu")
+    assert "changed its input" in report.message
+
+
+def test_zero_answer_fails_a_loose_tolerance_on_small_outputs(tmp_path):
+    """A task's atol of 0.5 holds every softmax value of a 128-wide row (~0.008 on average), so
+    zeros would pass it: the tolerance scales down to the output's magnitude."""
+    shutil.copy(BASE, tmp_path / "softmax.py")
+    config = (BASE.parent / "kernelbrain.toml").read_text()
+    (tmp_path / "kernelbrain.toml").write_text(config + "rtol = 1e-2\natol = 0.5\n")
+    task = find_task(tmp_path / "softmax.py", "softmax_kernel")
+    zeros = edit(
+        (
+            "    return out\n\n\ndef softmax_ref",
+            "    if n_cols > 96:\n        return torch.zeros_like(x)\n    return out\n\n\ndef softmax_ref",
+        )
+    )
+    with WorkerPool() as p:
+        report = verify(p, task, zeros, "cpu")
+        assert (report.accepted, report.stage, report.reason) == (False, "smoke", "mismatch")
+        assert verify(p, task, SOURCE + "\n", "cpu").accepted
+
+
+def test_environment_of_workers_holds_no_secret(monkeypatch):
+    """The worker's own environment is clean even when the engine's holds keys."""
+    from kernelbrain.engine.evaluate.pool import scrubbed_env
+
+    monkeypatch.setenv("OPENAI_API_KEY", SENTINEL)
+    monkeypatch.setenv("MY_SERVICE_TOKEN", SENTINEL)
+    env = scrubbed_env("cpu")
+    assert SENTINEL in os.environ["OPENAI_API_KEY"]
+    assert SENTINEL not in "".join(env.values())
+    assert "OPENAI_API_KEY" not in env and "MY_SERVICE_TOKEN" not in env
