@@ -18,6 +18,12 @@ OUT=${OUT:-/tmp/kb-out}
 RESULTS=${KB_RESULTS:-/tmp/kb-results}
 mkdir -p "$OUT" "$RESULTS"
 if [ -z "${KB_INSTALLED:-}" ]; then
+  # bubblewrap for the sandbox, from .deb files carried in .deb/ (no package registry here)
+  if ! command -v bwrap >/dev/null 2>&1 && ls .deb/*.deb >/dev/null 2>&1; then
+    for deb in .deb/*.deb; do dpkg -x "$deb" /tmp/bwrap-root; done
+    export PATH="/tmp/bwrap-root/usr/bin:$PATH"
+    export LD_LIBRARY_PATH="/tmp/bwrap-root/lib/x86_64-linux-gnu:/tmp/bwrap-root/usr/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+  fi
   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
   export PYTHONPATH=/tmp/site PYTHONUNBUFFERED=1
   python3 -m pip install -q --no-deps --no-build-isolation -e . >"$OUT/install.log" 2>&1 || { cat "$OUT/install.log"; exit 1; }
@@ -25,6 +31,7 @@ if [ -z "${KB_INSTALLED:-}" ]; then
     nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
     python3 -c "import sys, torch, triton; print('python', sys.version.split()[0], 'torch', torch.__version__, 'triton', triton.__version__)"
     python3 -c "import kernelbrain.engine.cli, kernelbrain.server.app, sys; assert 'torch' not in sys.modules; print('kernelbrain imports (server without torch): ok')"
+    python3 -c "from kernelbrain.engine.evaluate import sandbox; print(sandbox.probe().describe())"
   } 2>&1 | tee "$OUT/env.txt"
   export KB_INSTALLED=1
 fi

@@ -49,6 +49,7 @@ class KernelBrainServer(LanguageServer):
         self.files = WorkspaceIndex()
         self.debouncer = Debouncer()
         self.settings = Settings()
+        self.client_trust: bool | None = None  # the editor's workspace trust, when it has one
         self.watcher: WorkspaceWatcher | None = None
         self.loop: asyncio.AbstractEventLoop | None = None
         self._told: set[str] = set()
@@ -160,6 +161,32 @@ class KernelBrainServer(LanguageServer):
         """Watcher callback (event loop thread): debounce bursts of events per file."""
         self.debouncer.schedule(("disk", path), 0.1, lambda: self.analyse_disk(path))
 
+    @property
+    def trusted(self) -> bool:
+        """Whether this workspace's code may be imported and run: the editor's trust where it
+        has one, else the `trustWorkspace` setting (off by default)."""
+        return self.client_trust if self.client_trust is not None else self.settings.trust_workspace
+
+    def require_trust(self, what: str) -> str | None:
+        """None when trusted; else the message that says why `what` is off (told once)."""
+        if self.trusted:
+            return None
+        msg = (
+            f"KernelBrain: {what} is off until this workspace is trusted: it imports and runs "
+            "the workspace's code. Static diagnostics work meanwhile. Trust the workspace in "
+            "your editor, or set `kernelbrain.trustWorkspace`."
+        )
+        self.tell_once(f"untrusted-{what}", msg, types.MessageType.Info)
+        return msg
+
+    def on_trust_changed(self) -> None:
+        """Trust granted: what was held back (compiled views) starts for the open files."""
+        if self.trusted:
+            for state in list(self.files):
+                if state.open:
+                    self._after_analysis(state)
+        self.refresh_lenses()
+
     def _after_analysis(self, state: FileState) -> None:
         self.harness_findings[state.uri] = self._harness_hints(state)
         self.publish(state)
@@ -168,6 +195,7 @@ class KernelBrainServer(LanguageServer):
             and self.settings.compiled_view
             and state.has_kernels
             and not state.index.errors
+            and self.require_trust("the compiled view") is None
         ):
             self.debouncer.schedule(
                 ("compiled", state.uri), 1.0, lambda: self._spawn(self.refresh_compiled(state.uri))
@@ -441,7 +469,10 @@ class KernelBrainServer(LanguageServer):
             )
 
     def apply_settings(self, raw) -> None:
+        was_trusted = self.trusted
         self.settings, problems = parse_settings(raw, self.settings)
+        if self.trusted != was_trusted and self.loop is not None:
+            self.on_trust_changed()
         for problem in problems:
             self.tell_once(
                 f"setting:{problem}", f"KernelBrain: {problem}", types.MessageType.Warning

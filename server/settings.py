@@ -23,6 +23,9 @@ class Settings(msgspec.Struct, forbid_unknown_fields=False):
     budget: str = DEFAULT_BUDGET
     max_candidates: int = EDITOR_MAX_CANDIDATES
     device: str = "auto"
+    # Import and run this workspace's code (compiled view, searches). Clients without a workspace
+    # trust model of their own set it; VS Code's extension passes its trust instead, which wins.
+    trust_workspace: bool = False
     # OpenAI-compatible endpoint for the LLM mutator (accepted and kept; that mutator is not in this build).
     llm_endpoint: str | None = None
     llm_model: str | None = None

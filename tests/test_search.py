@@ -597,10 +597,10 @@ def test_dry_runs_draw_a_launchers_cpu_inputs_once_per_worker(pool, tmp_path):
 
     ws = workspace(tmp_path)
     path = ws / "ops" / "cross_entropy.py"
-    log = tmp_path / "draws.txt"
+    # the worker's filesystem is read-only (sandbox): each draw is counted on its stderr instead
     source = path.read_text().replace(
         'def cross_entropy_inputs(device="cuda"):\n',
-        f'def cross_entropy_inputs(device="cuda"):\n    open({str(log)!r}, "a").write(str(device) + "\\n")\n'
+        'def cross_entropy_inputs(device="cuda"):\n    print("kb-draw", device)\n'
         "    return [(torch.randn(8, 300, device=device, dtype=torch.bfloat16), "
         "torch.randint(0, 300, (8,), device=device))]\n",
     )
@@ -617,7 +617,12 @@ def test_dry_runs_draw_a_launchers_cpu_inputs_once_per_worker(pool, tmp_path):
     ]
     assert first.device == "cpu" and [r.device for r in again] == ["cpu", "cpu"]
     assert [r.cases[0].launches[0].args[-1].value for r in again] == [256, 512]
-    assert log.read_text().split() == ["meta", "cpu"]  # meta failed at `.item()`, CPU drawn once
+    draws = [
+        line.split()[1]
+        for line in pool.worker("compile:0").stderr_tail(300).splitlines()
+        if line.startswith("kb-draw")
+    ]
+    assert draws == ["meta", "cpu"]  # meta failed at `.item()`, CPU drawn once
 
 
 def test_rewrites_that_helped_are_proposed_first(pool, tmp_path):

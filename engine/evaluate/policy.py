@@ -139,6 +139,8 @@ FORBIDDEN_TORCH = (
 )
 FORBIDDEN_METHODS = {"numpy", "tolist", "__setattr__", "data_ptr"}
 INLINE_ASM = "inline_asm_elementwise"
+# Private torch names an honest launcher uses (the host-sync mutators' device-side check).
+ALLOWED_PRIVATE = {"_assert_async"}
 HARMLESS_CALLS = {
     "Config",
     "constexpr",
@@ -520,7 +522,7 @@ def _reaches_outside(tree: ast.Module, original: ast.Module) -> Rejection | None
                 n.attr in FORBIDDEN_ATTRS
                 or n.attr in FORBIDDEN_MODULES
                 or n.attr in FORBIDDEN_METHODS
-                or n.attr.startswith("_")
+                or (n.attr.startswith("_") and n.attr not in ALLOWED_PRIVATE)
             ):
                 return Rejection(
                     "forbidden-attribute",

@@ -238,7 +238,10 @@ class WorkerProcess:
             ready, _, _ = select.select([self._rfd], [], [], min(remaining, 1.0))
             if ready:
                 try:
-                    return scrub_struct(m.read_answer(self._rfd))
+                    answer = m.read_answer(self._rfd)
+                    # A judge's request carries a candidate's source to its runner, whole; all
+                    # else is text for people, scrubbed and truncated.
+                    return answer if isinstance(answer, m.NeedRuns) else scrub_struct(answer)
                 except msgspec.DecodeError as exc:
                     self.kill()  # what it sends can no longer be trusted to be framed
                     raise WorkerDied(

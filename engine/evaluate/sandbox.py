@@ -84,7 +84,7 @@ def probe() -> Isolation:
     argv = _bwrap_argv(tool, str(scratch), [], gpu=False) + ["--", sys.executable, "-c", "pass"]
     try:
         proc = subprocess.run(
-            argv, capture_output=True, text=True, timeout=PROBE_TIMEOUT_S, env={"PATH": "/usr/bin"}
+            argv, capture_output=True, text=True, timeout=PROBE_TIMEOUT_S, env=_outer_env()
         )
     except (OSError, subprocess.TimeoutExpired) as exc:
         return Isolation(False, tool, f"bubblewrap could not start ({exc})")
@@ -95,6 +95,16 @@ def probe() -> Isolation:
 
 
 _noticed = False
+
+
+def _outer_env(env: dict[str, str] | None = None) -> dict[str, str]:
+    """bwrap's own environment: what it needs to start (a bwrap unpacked from a .deb finds its
+    libraries through LD_LIBRARY_PATH), nothing else; the sandbox gets its own with --setenv."""
+    source = os.environ if env is None else env
+    out = {"PATH": source.get("PATH", "/usr/bin:/bin")}
+    if source.get("LD_LIBRARY_PATH"):
+        out["LD_LIBRARY_PATH"] = source["LD_LIBRARY_PATH"]
+    return out
 
 
 def notice() -> str | None:
@@ -184,7 +194,7 @@ def command(
     for key, value in sorted(env.items()):
         wrapped += ["--setenv", key, value]
     wrapped += ["--"]
-    return wrapped + argv, {"PATH": env.get("PATH", "/usr/bin:/bin")}
+    return wrapped + argv, _outer_env(env)
 
 
 def normalise_returncode(returncode: int | None) -> int | None:

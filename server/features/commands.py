@@ -66,6 +66,10 @@ def register(server) -> None:
         path = to_fs_path(uri) if uri else None
         if not path or not kernel:
             return {"started": False, "message": "kernelbrain.optimize takes [uri, kernel]"}
+        untrusted = ls.require_trust("optimizing")
+        if untrusted is not None:
+            ls.tell(untrusted, types.MessageType.Warning)
+            return {"started": False, "message": untrusted, "reason": "untrusted"}
         doc = ls.open_document(uri)
         try:
             on_disk = Path(path).read_text(encoding="utf-8")

@@ -15,6 +15,9 @@ def register(server) -> None:
         options = params.initialization_options
         if isinstance(options, dict):
             ls.apply_settings(options.get("kernelbrain", options))
+            trusted = options.get("workspaceTrusted")
+            if isinstance(trusted, bool):  # the editor's own workspace trust (VS Code)
+                ls.client_trust = trusted
 
     @server.feature(types.INITIALIZED)
     async def initialized(ls, params: types.InitializedParams) -> None:
@@ -56,6 +59,18 @@ def register(server) -> None:
             ls.apply_settings(settings.get("kernelbrain", settings))
         else:
             await ls.pull_settings()
+
+    @server.feature("kernelbrain/trust")
+    def trust(ls, params) -> dict:
+        """The editor's workspace trust changed (VS Code's `onDidGrantWorkspaceTrust`)."""
+        trusted = getattr(params, "trusted", None)
+        if isinstance(params, dict):
+            trusted = params.get("trusted")
+        if not isinstance(trusted, bool):
+            raise ValueError("kernelbrain/trust takes {trusted: boolean}")
+        ls.client_trust = trusted
+        ls.on_trust_changed()
+        return {"trusted": ls.trusted}
 
     @server.feature(types.SHUTDOWN)
     async def shutdown(ls, params) -> None:

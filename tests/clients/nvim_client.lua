@@ -14,6 +14,8 @@ local client_id = vim.lsp.start_client({
   name = "kernelbrain",
   cmd = cmd,
   root_dir = root,
+  -- a user who trusts this folder says so in the server's settings (Neovim has no trust model)
+  init_options = { kernelbrain = { trustWorkspace = true } },
   on_error = function(code, err) table.insert(result.errors, tostring(code) .. ": " .. tostring(err)) end,
 })
 vim.lsp.buf_attach_client(bufnr, client_id)

@@ -35,7 +35,10 @@ async def start_client(
     init_options: dict | None = None,
     configuration: dict | None = None,
     server_log: Path | None = None,
+    trusted: bool | None = True,
 ) -> LanguageClient:
+    """A client like VS Code's extension: it passes the workspace's trust (`trusted`; None
+    passes none, as a generic client would)."""
     env = dict(os.environ, KB_SERVER_STDERR=str(server_log)) if server_log else None
     config = ClientServerConfig(
         server_command=[sys.executable, str(GUARD), str(record)], server_env=env
@@ -49,7 +52,11 @@ async def start_client(
             capabilities=client_capabilities("visual-studio-code"),
             root_uri=workspace.as_uri(),
             workspace_folders=[types.WorkspaceFolder(uri=workspace.as_uri(), name=workspace.name)],
-            initialization_options=init_options,
+            initialization_options=(
+                dict(init_options or {}, workspaceTrusted=trusted)
+                if trusted is not None
+                else init_options
+            ),
         )
     )
     return client

@@ -1,0 +1,64 @@
+"""Workspace trust: nothing of an untrusted workspace is imported or run, static diagnostics
+still appear, and trusting it turns the compiled view on (a real server over stdio)."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import pytest
+from lsprotocol import types
+
+from .helpers import codes, doc, open_file, start_client, stop_client, wait_until
+
+pytestmark = pytest.mark.slow
+
+# Written at the top of the kernel module: importing it anywhere leaves a file behind.
+PLANT = (
+    "try:\n"
+    "    open({marker!r}, 'w').write('imported')\n"
+    "except OSError:  # the sandbox's read-only filesystem\n"
+    "    pass\n"
+)
+
+
+async def test_untrusted_workspace_runs_nothing_until_trusted(examples_copy, tmp_path):
+    marker = tmp_path / "imported-at-import.txt"
+    kernel = examples_copy / "ops" / "gelu.py"
+    source = kernel.read_text()
+    kernel.write_text(
+        source.replace("import torch\n", "import torch\n" + PLANT.format(marker=str(marker)), 1)
+    )
+    record = tmp_path / "imports.txt"
+    # A generic client: no workspace trust of its own, and `trustWorkspace` left at its default.
+    client = await start_client(
+        examples_copy, record, configuration={"kernelbrain": {"device": "cpu"}}, trusted=None
+    )
+    uri = open_file(client, kernel)
+    await wait_until(lambda: codes(client, uri), 30, "static diagnostics")
+    await asyncio.sleep(4)  # longer than the compiled view's debounce
+    assert not marker.exists(), "the untrusted workspace's module was imported"
+    assert not any(c.startswith("KB2") for c in codes(client, uri))  # no compiled view
+    lenses = await client.text_document_code_lens_async(
+        types.CodeLensParams(text_document=doc(uri))
+    )
+    assert not lenses
+    answer = await client.workspace_execute_command_async(
+        types.ExecuteCommandParams(command="kernelbrain.optimize", arguments=[uri, "gelu_kernel"])
+    )
+    assert answer["started"] is False and answer["reason"] == "untrusted"
+    assert any("trusted" in m.message for m in client.messages)
+
+    trusted = await client.protocol.send_request_async("kernelbrain/trust", {"trusted": True})
+    assert trusted.trusted is True
+    deadline = time.monotonic() + 150
+    while "KB202" not in codes(client, uri):
+        assert time.monotonic() < deadline, "trust did not enable the compiled view"
+        await asyncio.sleep(0.2)
+    lenses = await client.text_document_code_lens_async(
+        types.CodeLensParams(text_document=doc(uri))
+    )
+    assert lenses and lenses[0].command.command == "kernelbrain.optimize"
+    await stop_client(client)
+    assert not marker.exists()  # trusted code still runs in the sandbox: its write failed
+    assert not record.exists()  # the server itself never imported torch or triton
