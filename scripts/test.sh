@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # README quick start, command 2: set up and run the whole test suite (no GPU needed;
-# GPU tests are marked and skipped). Installs everything the tests need, Neovim included.
+# GPU tests are marked and skipped). Installs everything the tests need, Neovim and bubblewrap
+# (the sandbox the adversarial suite checks) included.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/bootstrap.sh test
-if ! command -v nvim >/dev/null 2>&1; then
+if ! command -v nvim >/dev/null 2>&1 || ! command -v bwrap >/dev/null 2>&1; then
   sudo=""; [ "$(id -u)" -ne 0 ] && sudo="sudo"
-  $sudo apt-get install -y -qq neovim >/dev/null 2>&1 || { $sudo apt-get update -qq && $sudo apt-get install -y -qq neovim; }
+  $sudo apt-get install -y -qq neovim bubblewrap >/dev/null 2>&1 || { $sudo apt-get update -qq && $sudo apt-get install -y -qq neovim bubblewrap; }
 fi
 # Lint and format first: a finding fails the run before the slower tests start.
 .venv/bin/ruff check .

@@ -177,6 +177,9 @@ class WorkerProcess:
 
                 resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
 
+        unsandboxed = sandbox.notice()
+        if unsandboxed:  # said once per engine process, plainly
+            sys.stderr.write(f"kernelbrain: {unsandboxed}\n")
         argv, env = sandbox.command(
             [
                 sys.executable,

@@ -11,7 +11,6 @@ against A.
 
 from __future__ import annotations
 
-import datetime as _dt
 import time
 from typing import Callable
 
@@ -19,9 +18,13 @@ import torch
 import triton
 
 from . import stats
-from .messages import CaseBench, CaseTiming, Ceilings, TimingResult
+from .messages import CaseTiming, Ceilings, TimingResult, WorkerError
 
 GRAPH_BELOW_MS = 0.1  # kernels shorter than this are timed as CUDA-graph replays
+# A timed candidate below this fraction of the time its outputs take to write at the measured
+# copy bandwidth is refused (the margin covers the median's spread on the smallest cases).
+FLOOR_FRACTION = 0.8
+STALE_SCALE = 10.0  # tolerance multiplier of the check after timing (it catches stale results)
 GRAPH_CAPTURES = 3
 MIN_REPS, MAX_REPS = 15, 2000
 HOLD_MARGIN = 2.0  # the GPU is held this many times a launcher's host time (plus HOLD_PAD_MS)
@@ -59,12 +62,24 @@ def _graphed(fn: Callable[[], object]) -> Callable[[], object] | None:
         torch.cuda.current_stream().wait_stream(side)
         graph = torch.cuda.CUDAGraph()
         with torch.cuda.graph(graph):
-            fn()
+            out = fn()
         torch.cuda.synchronize()
-        return graph.replay
+        return _Replay(graph, out)
     except Exception:
         torch.cuda.synchronize()
         return None
+
+
+class _Replay:
+    """A captured graph: calling it replays; `output` is what the capture returned, the buffers
+    every replay writes (what the timing checks after the last replay)."""
+
+    def __init__(self, graph, output) -> None:
+        self.graph, self.output = graph, output
+
+    def __call__(self) -> object:
+        self.graph.replay()
+        return self.output
 
 
 def l2_flush() -> Callable[[], object]:
@@ -163,7 +178,12 @@ def _rough_ms(
     return alone, marks[0][0].elapsed_time(marks[-1][2]) / len(marks)
 
 
-def measure(groups: list[Callable[[], object]], rep_ms: float, captures: int = GRAPH_CAPTURES):
+def measure(
+    groups: list[Callable[[], object]],
+    rep_ms: float,
+    captures: int = GRAPH_CAPTURES,
+    timed: list | None = None,
+):
     """Times (ms) of each function, all interleaved, the L2 flushed before every run and, when
     timed eagerly, the GPU held while the CPU enqueues the run (`hold`).
 
@@ -208,6 +228,8 @@ def measure(groups: list[Callable[[], object]], rep_ms: float, captures: int = G
     per_group = [
         [times[i] for i, (g, _) in enumerate(runners) if g == group] for group in range(len(groups))
     ]
+    if timed is not None:
+        timed.extend(runners)
     return per_group, use_graph
 
 
@@ -229,16 +251,25 @@ def compare_cases(
     rep_ms: float,
     noise_check: bool,
     seed: int,
+    tolerance: tuple[float | None, float | None] = (None, None),
+    ceilings: Ceilings | None = None,
 ) -> list[TimingResult]:
     """Each candidate against the baseline, all in one interleaving per case (A B1 B2 ... A'): the
     baseline's runs and the A/A noise floor are shared, so three contenders cost 5 groups of runs
     instead of 3 x 3, and drift hits them all alike."""
     per_cand: list[list[CaseTiming]] = [[] for _ in cands]
+    rejections: list[WorkerError | None] = [None for _ in cands]
     for label, args in zip(labels, cases):
         fa = lambda: base(*args)  # noqa: E731
         fbs = [(lambda c=c: c(*args)) for c in cands]
         groups = [fa, *fbs, fa] if noise_check else [fa, *fbs]
-        per_group, graph = measure(groups, rep_ms)
+        timed: list = []
+        per_group, graph = measure(groups, rep_ms, timed=timed)
+        problems, expected = _does_the_work(base, args, timed, len(cands), tolerance)
+        for k, problem in enumerate(problems):
+            if problem is not None and rejections[k] is None:
+                rejections[k] = WorkerError("stale-output", f"on {label}: {problem}")
+        floor = _floor_ms(expected, ceilings)
         a = _pooled(per_group[0])
         floor = (
             stats.noise_floor(a, _pooled(per_group[-1]), seed)
@@ -250,6 +281,17 @@ def compare_cases(
             b = _pooled(per_group[1 + k])
             noise = max(floor, *(_capture_spread(c) for c in bases + [per_group[1 + k]]))
             speedup = stats.median(a) / stats.median(b)
+            if (
+                floor is not None
+                and stats.median(b) < FLOOR_FRACTION * floor
+                and rejections[k] is None
+            ):
+                rejections[k] = WorkerError(
+                    "less-work-than-the-task",
+                    f"on {label}: {stats.median(b) * 1000:.1f} us is below the "
+                    f"{floor * 1000:.1f} us this device needs just to write the outputs once: the "
+                    "candidate does less work than the task",
+                )
             lo, hi = stats.bootstrap_speedup(a, b, seed=seed)
             p = stats.sign_test(a, b)
             per_cand[k].append(
@@ -270,89 +312,58 @@ def compare_cases(
                 )
             )
     results = []
-    for out in per_cand:
+    for out, rejection in zip(per_cand, rejections):
         geo = stats.geomean([c.speedup for c in out])
-        results.append(TimingResult(out, geo, stats.overall_verdict([c.verdict for c in out], geo)))
+        verdict = stats.overall_verdict([c.verdict for c in out], geo)
+        results.append(TimingResult(out, geo, verdict, rejection))
     return results
 
 
-def _bytes(args, out) -> int:
-    seen, total = set(), 0
-    for t in list(args) + (list(out) if isinstance(out, (tuple, list)) else [out]):
-        if isinstance(t, torch.Tensor) and t.untyped_storage().data_ptr() not in seen:
-            seen.add(t.untyped_storage().data_ptr())
-            total += t.numel() * t.element_size()
-    return total
+def _refresh(args) -> None:
+    """New values in every floating-point argument, in place (the same buffers, so graph
+    replays read them too): each tensor rolled by one along its first dimension of size > 1."""
+    for a in args:
+        if isinstance(a, torch.Tensor) and a.is_floating_point() and a.numel() > 1:
+            dim = next((d for d, n in enumerate(a.shape) if n > 1), None)
+            if dim is not None:
+                a.copy_(torch.roll(a, 1, dim))
 
 
-def matmul_flops(args) -> int | None:
-    mats = [a for a in args if isinstance(a, torch.Tensor) and a.dim() >= 2]
-    if len(mats) >= 2 and mats[0].shape[-1] == mats[1].shape[-2]:
-        batch = mats[0].numel() // (mats[0].shape[-2] * mats[0].shape[-1])
-        return 2 * batch * mats[0].shape[-2] * mats[0].shape[-1] * mats[1].shape[-1]
-    return None
+def _does_the_work(base, args, timed, n_cands: int, tolerance) -> tuple[list[str | None], object]:
+    """After timing: new input values, then each candidate's timed runner once more (the same
+    graph replay or call that was timed); its output must match the original's on the new
+    values. A result cached between calls, or captured once and replayed, does not."""
+    from .compare import compare
 
-
-def bench_cases(
-    fn: Callable,
-    cases: list[tuple],
-    labels: list[str],
-    rep_ms: float,
-    uses_dot: bool,
-    ceilings: Ceilings | None,
-) -> list[CaseBench]:
-    out = []
-    for label, args in zip(labels, cases):
-        result = fn(*args)
-        (captures,), graph = measure([lambda: fn(*args)], rep_ms, captures=1)
-        times = captures[0]
-        ms = stats.median(times)
-        nbytes = _bytes(args, result)
-        flops = matmul_flops(args) if uses_dot else None
-        gbps = nbytes / ms / 1e6
-        tflops = flops / ms / 1e9 if flops else None
-        bound, fraction = "memory", None
-        if ceilings is not None:
-            mem_frac = gbps / ceilings.copy_gbps
-            if tflops is not None and tflops / ceilings.bf16_tflops > mem_frac:
-                bound, fraction = "compute", tflops / ceilings.bf16_tflops
-            else:
-                fraction = mem_frac
-        out.append(
-            CaseBench(
-                label,
-                ms,
-                stats.relative_spread(times),
-                nbytes,
-                flops,
-                gbps,
-                tflops,
-                fraction,
-                bound,
-                graph,
+    _refresh(args)
+    expected = base(*args)
+    torch.cuda.synchronize()
+    problems: list[str | None] = [None] * n_cands
+    for group, run in timed:
+        k = group - 1
+        if not 0 <= k < n_cands or problems[k] is not None:
+            continue
+        out = run()
+        torch.cuda.synchronize()
+        rtol, atol = tolerance
+        result = compare(out, expected, rtol, atol, STALE_SCALE)
+        if not result.ok:
+            problems[k] = (
+                "after its inputs changed, the timed candidate still returned results that do "
+                "not follow them (outputs cached or replayed without the work): " + result.message
             )
-        )
-    return out
+    return problems, expected
 
 
-def measure_ceilings() -> Ceilings:
-    """Device-to-device copy bandwidth (bytes read + written) and cuBLAS bf16 matmul rate at 8192^3."""
-    n = 1 << 30
-    src = torch.empty(n, dtype=torch.uint8, device="cuda").random_()
-    dst = torch.empty_like(src)
-    ((times,),), _ = measure([lambda: dst.copy_(src)], 500, captures=1)  # noqa: F821 (used before the del below)
-    copy_gbps = 2 * n / stats.median(times) / 1e6
-    del src, dst
-    m = 8192
-    a = torch.randn(m, m, device="cuda", dtype=torch.bfloat16)
-    b = torch.randn(m, m, device="cuda", dtype=torch.bfloat16)
-    ((times,),), _ = measure([lambda: a @ b], 1000, captures=1)  # noqa: F821 (used before the del below)
-    tflops = 2 * m**3 / stats.median(times) / 1e9
-    del a, b
-    torch.cuda.empty_cache()
-    return Ceilings(
-        torch.cuda.get_device_name(),
-        copy_gbps,
-        tflops,
-        _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+def _floor_ms(output, ceilings: Ceilings | None) -> float | None:
+    """The least time writing the task's outputs once takes at the device's measured copy
+    bandwidth: every element must be written (the harness checks it), whatever else a kernel
+    may skip, so no honest candidate is faster."""
+    from .compare import flatten
+
+    if ceilings is None or not ceilings.copy_gbps:
+        return None
+    total = sum(
+        t.numel() * t.element_size() for _, t in flatten(output) if isinstance(t, torch.Tensor)
     )
+    return total / (ceilings.copy_gbps * 1e9) * 1e3 if total else None

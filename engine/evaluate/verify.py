@@ -118,7 +118,14 @@ def verify(
         try:
             answer = pool.call(
                 device,
-                m.TimeAB(task, source, cid, rep_ms=rep_ms, seed=seed),
+                m.TimeAB(
+                    task,
+                    source,
+                    cid,
+                    rep_ms=rep_ms,
+                    seed=seed,
+                    ceilings=CeilingCache().get_or_measure(pool, device),
+                ),
                 TIMING_TIMEOUT_S,
                 on_progress,
             )
@@ -136,6 +143,14 @@ def verify(
                 "timing",
                 answer.reason,
                 answer.message,
+            )
+        elif answer.rejection is not None:
+            report.timing = answer
+            report.accepted, report.stage, report.reason, report.message = (
+                False,
+                "timing",
+                answer.rejection.reason,
+                answer.rejection.message,
             )
         else:
             report.timing = answer

@@ -205,7 +205,15 @@ def _time(req, dev, loader, progress):
             "timing", f"{len(cases)} cases, {len(entries)} candidates interleaved with the original"
         )
         results = compare_cases(
-            h.original_entry, entries, cases, labels, req.rep_ms, req.noise_check, req.seed
+            h.original_entry,
+            entries,
+            cases,
+            labels,
+            req.rep_ms,
+            req.noise_check,
+            req.seed,
+            (req.task.rtol, req.task.atol),
+            req.ceilings,
         )
         return m.TimingResults(results) if req.rivals else results[0]
     progress("bench", f"{len(cases)} cases")

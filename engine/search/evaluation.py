@@ -8,6 +8,8 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
 from typing import Protocol
 
+import msgspec
+
 from ..evaluate import messages as m
 from ..evaluate.devices import is_gpu
 from ..evaluate.pool import WorkerDied, WorkerPool
@@ -45,8 +47,15 @@ class WorkerTimer:
 
     def __init__(self, pool: WorkerPool, device: str):
         self.pool, self.device = pool, device
+        self._ceilings: m.Ceilings | None = None
 
     def __call__(self, request: m.TimeAB):
+        if request.ceilings is None:  # the physical floor every timing is held to
+            if self._ceilings is None:
+                from ..evaluate.ceilings import CeilingCache
+
+                self._ceilings = CeilingCache().get_or_measure(self.pool, self.device)
+            request = msgspec.structs.replace(request, ceilings=self._ceilings)
         return self.pool.call(self.device, request, TIMING_TIMEOUT_S)
 
 
@@ -189,6 +198,9 @@ class Evaluator:
         if isinstance(answer, m.WorkerError):
             self.end(node, "rejected", "timing", answer.reason, answer.message)
             return None
+        if answer.rejection is not None:
+            self.end(node, "rejected", "timing", answer.rejection.reason, answer.rejection.message)
+            return None
         return self.pop.rebased(answer)
 
     def time_together(self, nodes: list[Node], rep_ms: float) -> list[m.TimingResult | None]:
@@ -210,7 +222,16 @@ class Evaluator:
             except WorkerDied:
                 answer = None
             if isinstance(answer, m.TimingResults) and len(answer.results) == len(nodes):
-                return [self.pop.rebased(t) for t in answer.results]
+                out: list[m.TimingResult | None] = []
+                for node, t in zip(nodes, answer.results):
+                    if t.rejection is not None:
+                        self.end(
+                            node, "rejected", "timing", t.rejection.reason, t.rejection.message
+                        )
+                        out.append(None)
+                    else:
+                        out.append(self.pop.rebased(t))
+                return out
         return [self.time_ab(n, rep_ms, True) for n in nodes]
 
     def close(self) -> None:

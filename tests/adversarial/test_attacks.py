@@ -223,3 +223,21 @@ def test_environment_of_workers_holds_no_secret(monkeypatch):
     assert SENTINEL in os.environ["OPENAI_API_KEY"]
     assert SENTINEL not in "".join(env.values())
     assert "OPENAI_API_KEY" not in env and "MY_SERVICE_TOKEN" not in env
+
+
+def test_a_missing_sandbox_is_said_plainly():
+    """Where bubblewrap is missing or off, the engine says that workers run unsandboxed."""
+    import subprocess
+    import sys
+
+    probe = "from kernelbrain.engine.evaluate import sandbox; print(sandbox.probe().describe())"
+    off = subprocess.run(
+        [sys.executable, "-c", probe],
+        env=dict(os.environ, KERNELBRAIN_SANDBOX="0"),
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert off.stdout.startswith("NOT sandboxed") and "KERNELBRAIN_SANDBOX=0" in off.stdout
+    on = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
+    assert on.stdout.startswith("sandboxed with bubblewrap")

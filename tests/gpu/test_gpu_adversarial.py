@@ -7,6 +7,7 @@ import shutil
 
 import pytest
 
+from kernelbrain.engine.evaluate import messages as m
 from kernelbrain.engine.evaluate.pool import WorkerPool
 from kernelbrain.engine.evaluate.verify import run_harness, verify
 from kernelbrain.engine.task import find_task
@@ -16,6 +17,17 @@ from .slowdowns import EXAMPLES, slowed_softmax
 
 pytestmark = pytest.mark.gpu
 
+# Caches its output by input pointer: every harness case is a fresh tensor, so the cache only hits
+# where the same arguments come back, as they do in timing.
+CACHED_BY_POINTER = edit(
+    ("def softmax(x):\n", "_SEEN = {}\n\n\ndef softmax(x):\n"),
+    (
+        "    out = torch.empty_like(x)\n",
+        "    key = (x.data_ptr(), tuple(x.shape))\n    if key in _SEEN:\n        return _SEEN[key]\n"
+        "    out = torch.empty_like(x)\n",
+    ),
+    (RETURN, "    _SEEN[key] = out\n" + RETURN),
+)
 ZEROS_ABOVE_A_WIDTH = edit(
     (RETURN, "    if n_cols > 2048:\n        return torch.zeros_like(x)\n" + RETURN)
 )
@@ -47,6 +59,21 @@ def test_verdict_attacks_are_rejected_on_the_gpu(pool, task):
         pool, task, ATTACKS["forged harness verdict on the answer pipe"].source, "cuda:0"
     )
     assert (forged.accepted, forged.reason) == (False, "protocol")
+
+
+def test_cached_output_is_caught_by_timing_past_the_gate(pool, task):
+    """Past the gate, timing itself catches a cached result: after the timed runs the inputs
+    change in place and the timed runner (graph replay or call) must follow them."""
+    assert verify(pool, task, CACHED_BY_POINTER, "cuda:0").reason == "stateful"  # the gate
+    answer = pool.call("cuda:0", m.TimeAB(task, CACHED_BY_POINTER, "cached", rep_ms=100.0), 600.0)
+    assert isinstance(answer, m.TimingResult), answer
+    assert answer.rejection is not None and answer.rejection.reason == "stale-output", answer
+    honest = pool.call(
+        "cuda:0",
+        m.TimeAB(task, ATTACKS["wrong values"].source.replace("* 1.01", ""), "same", rep_ms=100.0),
+        600.0,
+    )
+    assert honest.rejection is None, honest.rejection
 
 
 def test_honest_faster_variant_is_accepted_with_a_measured_speedup(pool, tmp_path):
