@@ -11,6 +11,7 @@ against A.
 
 from __future__ import annotations
 
+import datetime as _dt
 import time
 from typing import Callable
 
@@ -18,7 +19,7 @@ import torch
 import triton
 
 from . import stats
-from .messages import CaseTiming, Ceilings, TimingResult, WorkerError
+from .messages import CaseBench, CaseTiming, Ceilings, TimingResult, WorkerError
 
 GRAPH_BELOW_MS = 0.1  # kernels shorter than this are timed as CUDA-graph replays
 # A timed candidate below this fraction of the time its outputs take to write at the measured
@@ -367,3 +368,85 @@ def _floor_ms(output, ceilings: Ceilings | None) -> float | None:
         t.numel() * t.element_size() for _, t in flatten(output) if isinstance(t, torch.Tensor)
     )
     return total / (ceilings.copy_gbps * 1e9) * 1e3 if total else None
+
+
+def _bytes(args, out) -> int:
+    seen, total = set(), 0
+    for t in list(args) + (list(out) if isinstance(out, (tuple, list)) else [out]):
+        if isinstance(t, torch.Tensor) and t.untyped_storage().data_ptr() not in seen:
+            seen.add(t.untyped_storage().data_ptr())
+            total += t.numel() * t.element_size()
+    return total
+
+
+def matmul_flops(args) -> int | None:
+    mats = [a for a in args if isinstance(a, torch.Tensor) and a.dim() >= 2]
+    if len(mats) >= 2 and mats[0].shape[-1] == mats[1].shape[-2]:
+        batch = mats[0].numel() // (mats[0].shape[-2] * mats[0].shape[-1])
+        return 2 * batch * mats[0].shape[-2] * mats[0].shape[-1] * mats[1].shape[-1]
+    return None
+
+
+def bench_cases(
+    fn: Callable,
+    cases: list[tuple],
+    labels: list[str],
+    rep_ms: float,
+    uses_dot: bool,
+    ceilings: Ceilings | None,
+) -> list[CaseBench]:
+    out = []
+    for label, args in zip(labels, cases):
+        result = fn(*args)
+        (captures,), graph = measure([lambda: fn(*args)], rep_ms, captures=1)
+        times = captures[0]
+        ms = stats.median(times)
+        nbytes = _bytes(args, result)
+        flops = matmul_flops(args) if uses_dot else None
+        gbps = nbytes / ms / 1e6
+        tflops = flops / ms / 1e9 if flops else None
+        bound, fraction = "memory", None
+        if ceilings is not None:
+            mem_frac = gbps / ceilings.copy_gbps
+            if tflops is not None and tflops / ceilings.bf16_tflops > mem_frac:
+                bound, fraction = "compute", tflops / ceilings.bf16_tflops
+            else:
+                fraction = mem_frac
+        out.append(
+            CaseBench(
+                label,
+                ms,
+                stats.relative_spread(times),
+                nbytes,
+                flops,
+                gbps,
+                tflops,
+                fraction,
+                bound,
+                graph,
+            )
+        )
+    return out
+
+
+def measure_ceilings() -> Ceilings:
+    """Device-to-device copy bandwidth (bytes read + written) and cuBLAS bf16 matmul rate at 8192^3."""
+    n = 1 << 30
+    src = torch.empty(n, dtype=torch.uint8, device="cuda").random_()
+    dst = torch.empty_like(src)
+    ((times,),), _ = measure([lambda: dst.copy_(src)], 500, captures=1)  # noqa: F821 (used before the del below)
+    copy_gbps = 2 * n / stats.median(times) / 1e6
+    del src, dst
+    m = 8192
+    a = torch.randn(m, m, device="cuda", dtype=torch.bfloat16)
+    b = torch.randn(m, m, device="cuda", dtype=torch.bfloat16)
+    ((times,),), _ = measure([lambda: a @ b], 1000, captures=1)  # noqa: F821 (used before the del below)
+    tflops = 2 * m**3 / stats.median(times) / 1e9
+    del a, b
+    torch.cuda.empty_cache()
+    return Ceilings(
+        torch.cuda.get_device_name(),
+        copy_gbps,
+        tflops,
+        _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+    )
