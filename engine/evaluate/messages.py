@@ -55,8 +55,6 @@ class TimeAB(msgspec.Struct, tag="time_ab"):
     # more candidates timed in the same interleaving (the final A/B's rivals); then the answer is
     # TimingResults, the candidate's first
     rivals: list[str] = []
-    # the device's ceilings: a candidate timed faster than its bytes allow is rejected
-    ceilings: Ceilings | None = None
 
 
 class Bench(msgspec.Struct, tag="bench"):
@@ -286,7 +284,7 @@ class TimingResult(msgspec.Struct, tag="timing_result"):
     speedup: float  # geometric mean over cases
     verdict: str
     # set when the timed candidate does not do the task's work: outputs that do not follow its
-    # inputs (cached or precomputed), or a time below what its bytes allow on this device
+    # inputs (cached, or captured once and replayed without the work)
     rejection: "WorkerError | None" = None
 
 

@@ -118,14 +118,7 @@ def verify(
         try:
             answer = pool.call(
                 device,
-                m.TimeAB(
-                    task,
-                    source,
-                    cid,
-                    rep_ms=rep_ms,
-                    seed=seed,
-                    ceilings=CeilingCache().get_or_measure(pool, device),
-                ),
+                m.TimeAB(task, source, cid, rep_ms=rep_ms, seed=seed),
                 TIMING_TIMEOUT_S,
                 on_progress,
             )

@@ -213,7 +213,6 @@ def _time(req, dev, loader, progress):
             req.noise_check,
             req.seed,
             (req.task.rtol, req.task.atol),
-            req.ceilings,
         )
         return m.TimingResults(results) if req.rivals else results[0]
     progress("bench", f"{len(cases)} cases")

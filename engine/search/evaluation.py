@@ -8,8 +8,6 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
 from typing import Protocol
 
-import msgspec
-
 from ..evaluate import messages as m
 from ..evaluate.devices import is_gpu
 from ..evaluate.pool import WorkerDied, WorkerPool
@@ -47,15 +45,8 @@ class WorkerTimer:
 
     def __init__(self, pool: WorkerPool, device: str):
         self.pool, self.device = pool, device
-        self._ceilings: m.Ceilings | None = None
 
     def __call__(self, request: m.TimeAB):
-        if request.ceilings is None:  # the physical floor every timing is held to
-            if self._ceilings is None:
-                from ..evaluate.ceilings import CeilingCache
-
-                self._ceilings = CeilingCache().get_or_measure(self.pool, self.device)
-            request = msgspec.structs.replace(request, ceilings=self._ceilings)
         return self.pool.call(self.device, request, TIMING_TIMEOUT_S)
 
 

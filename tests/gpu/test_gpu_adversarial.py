@@ -64,7 +64,8 @@ def test_verdict_attacks_are_rejected_on_the_gpu(pool, task):
 def test_cached_output_is_caught_by_timing_past_the_gate(pool, task):
     """Past the gate, timing itself catches a cached result: after the timed runs the inputs
     change in place and the timed runner (graph replay or call) must follow them."""
-    assert verify(pool, task, CACHED_BY_POINTER, "cuda:0").reason == "stateful"  # the gate
+    gate = verify(pool, task, CACHED_BY_POINTER, "cuda:0")
+    assert (gate.stage, gate.reason) == ("gate", "forbidden-attribute")  # `.data_ptr()`
     answer = pool.call("cuda:0", m.TimeAB(task, CACHED_BY_POINTER, "cached", rep_ms=100.0), 600.0)
     assert isinstance(answer, m.TimingResult), answer
     assert answer.rejection is not None and answer.rejection.reason == "stale-output", answer
