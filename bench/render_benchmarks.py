@@ -88,11 +88,28 @@ def ladder_table() -> list[str]:
     return out + [""]
 
 
+def judge_table() -> list[str]:
+    out = [
+        "### What judging costs (CPU harness, all five stages, honest variants of the softmax "
+        "fixture)",
+        "",
+        "| tree | candidates | s per candidate | judged per minute | run |",
+        "|---|---|---|---|---|",
+    ]
+    rows = [json.loads(p.read_text()) for p in sorted(RESULTS.glob("judge-cost-*.json"))]
+    for r in (r for r in rows if r.get("kind") == "judge-cost"):  # in file order: before, after
+        out.append(
+            f"| {r['tree']} | {r['candidates']} | {fmt(r['seconds_per_candidate'], '.3f')} | "
+            f"{fmt(r['candidates_per_minute'], '.0f')} | {r['run']} ({r['date']}) |"
+        )
+    return out + [""]
+
+
 def render() -> str:
     text = DOC.read_text(encoding="utf-8")
     head, rest = text.split(BEGIN, 1)
     _, tail = rest.split(END, 1)
-    tables = "\n".join(["", *search_table(), *ladder_table()])
+    tables = "\n".join(["", *search_table(), *ladder_table(), *judge_table()])
     return f"{head}{BEGIN}\n{tables}{END}{tail}"
 
 
