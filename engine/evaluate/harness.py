@@ -30,7 +30,7 @@ import tempfile
 import time
 import traceback
 from pathlib import Path
-from typing import Callable
+from typing import Callable, NamedTuple
 
 import torch
 
@@ -60,6 +60,9 @@ from .messages import (
 INTERPRETER_MAX_ELEMENTS = 1 << 22
 STABILITY_KINDS = ("large", "small", "mixed", "neg-inf")
 STABILITY_SCALE = 10.0  # tolerance multiplier for the stability stage
+# Arguments sent to the runner per round trip: the CPU stages' small cases travel in one batch
+# each, a GPU sweep's benchmark cases one or two at a time (host memory stays bounded).
+BATCH_BYTES = 64 << 20
 
 
 class HarnessFailure(Exception):
@@ -178,6 +181,17 @@ CANDIDATE_REASONS = frozenset(
 )
 
 
+class PreparedCase(NamedTuple):
+    """A case as the judge holds it while the candidate runs it."""
+
+    label: str
+    args: tuple
+    desc: str
+    expected: object
+    original_out: object
+    scale: float
+
+
 class Run:
     """One call of an entry on one case: what the judge decides from."""
 
@@ -232,6 +246,11 @@ class LocalRunner:
             if want >= choice.widest:
                 return runs
 
+    def run_many(self, cases, repeats: int = 1, turns=None):
+        """`run` on each case in turn (a generator: a failure surfaces at its own case)."""
+        for i, args in enumerate(cases):
+            yield self.run(args, repeats, turns[i] if turns else None)
+
     def once(self, args) -> Run:
         clones = shapes.clone_args(args)
         mode = AuditMode()
@@ -248,53 +267,68 @@ class LocalRunner:
 
 
 class RemoteRunner:
-    """The judge's side of a candidate: each case goes to the runner process through the engine
-    (`NeedRuns`), and only plain values come back (`wire.py`)."""
+    """The judge's side of a candidate: cases go to the runner process through the engine
+    (`NeedRuns`), in batches, and only plain values come back (`wire.py`)."""
 
     def __init__(self, req: RunHarness, device: str, exchange: Callable[[NeedRuns], object]):
         self.req, self.device, self.exchange = req, device, exchange
 
-    def _ask(self, args, repeats: int = 1, turn: int | None = None) -> CandidateRuns:
-        request = RunCandidate(self.req.task, self.req.candidate, args, repeats, turn)
+    def _ask(self, cases, repeats: int = 1, turns=()) -> CandidateRuns:
+        request = RunCandidate(self.req.task, self.req.candidate, cases, repeats, list(turns))
         answer = self.exchange(NeedRuns(request))
         if isinstance(answer, RunnerFailed):
             raise HarnessFailure(answer.kind, answer.message)
         if not isinstance(answer, CandidateRuns):
             raise HarnessFailure("bad-answer", f"the runner answered {type(answer).__name__}")
-        if answer.failed is not None:
-            reason = answer.failed.reason
-            raise HarnessFailure(
-                reason if reason in CANDIDATE_REASONS else "exception",
-                answer.failed.message,
-            )
         return answer
+
+    @staticmethod
+    def _failure(answer: CandidateRuns) -> HarnessFailure:
+        reason = answer.failed.reason
+        return HarnessFailure(
+            reason if reason in CANDIDATE_REASONS else "exception", answer.failed.message
+        )
 
     def prepare(self) -> None:
         """Have the runner import the candidate (a failure belongs to the load stage)."""
-        self._ask(None)
+        answer = self._ask(None)
+        if answer.failed is not None:
+            raise self._failure(answer)
 
     def run(self, args, repeats: int = 1, turn: int | None = None) -> list[Run]:
+        return next(iter(self.run_many([args], repeats, [turn])))
+
+    def run_many(self, cases, repeats: int = 1, turns=None):
+        """The runs of each case, in order; the candidate's failure surfaces at its own case,
+        after the cases before it (so the judge reports the first wrong case, as in order)."""
         from . import wire
 
         try:
-            sent = wire.encode(tuple(args))
+            sent = [wire.encode(tuple(args)) for args in cases]
         except wire.WireError as exc:
             raise HarnessFailure("harness-error", f"a case holds {exc}") from exc
-        answer = self._ask(sent, repeats, turn)
-        try:
-            return [
-                Run(
-                    r.config,
-                    wire.decode(r.output, self.device),
-                    wire.decode(r.args_after, self.device),
-                    r.ops,
-                    r.launches,
-                    r.aliases,
-                )
-                for r in answer.runs
-            ]
-        except wire.WireError as exc:
-            raise HarnessFailure("bad-answer", f"the runner sent {exc}") from exc
+        answer = self._ask(sent, repeats, turns or [None] * len(sent))
+        got = len(answer.runs)
+        if answer.failed is None and got != len(sent):
+            raise HarnessFailure("bad-answer", f"the runner answered {got} of {len(sent)} cases")
+        for runs in answer.runs[: answer.failed_case if answer.failed is not None else got]:
+            try:
+                decoded = [
+                    Run(
+                        r.config,
+                        wire.decode(r.output, self.device),
+                        wire.decode(r.args_after, self.device),
+                        r.ops,
+                        r.launches,
+                        r.aliases,
+                    )
+                    for r in runs
+                ]
+            except wire.WireError as exc:
+                raise HarnessFailure("bad-answer", f"the runner sent {exc}") from exc
+            yield decoded
+        if answer.failed is not None:
+            raise self._failure(answer)
 
 
 def serve_run_candidate(
@@ -304,31 +338,37 @@ def serve_run_candidate(
     from . import wire
 
     h = Harness(RunHarness(req.task, req.candidate), device, loader, progress)
+    done: list[list[CandidateRun]] = []
+
+    def failed(reason: str, message: str) -> CandidateRuns:
+        return CandidateRuns(done, WorkerError(reason, message), len(done))
+
     try:
         h.load()
-        if req.args is None:
-            return CandidateRuns([]), False
-        args = wire.decode(req.args, device)
         with h.choice:
-            runs = h.runner.run(args, req.repeats, req.turn)
-        encoded = [
-            CandidateRun(
-                r.config,
-                wire.encode(r.output),
-                wire.encode(tuple(r.args_after)),
-                sorted(r.ops),
-                r.launches,
-                r.aliases,
-            )
-            for r in runs
-        ]
+            for i, case in enumerate(req.cases or []):
+                turn = req.turns[i] if i < len(req.turns) else None
+                runs = h.runner.run(wire.decode(case, device), req.repeats, turn)
+                done.append(
+                    [
+                        CandidateRun(
+                            r.config,
+                            wire.encode(r.output),
+                            wire.encode(tuple(r.args_after)),
+                            sorted(r.ops),
+                            r.launches,
+                            r.aliases,
+                        )
+                        for r in runs
+                    ]
+                )
     except FatalDeviceError as f:
-        return CandidateRuns([], WorkerError(f.reason, f.message)), True
+        return failed(f.reason, f.message), True
     except HarnessFailure as f:
-        return CandidateRuns([], WorkerError(f.reason, f.message)), False
+        return failed(f.reason, f.message), False
     except wire.WireError as exc:
-        return CandidateRuns([], WorkerError("type", f"the candidate returned {exc}")), False
-    return CandidateRuns(encoded), False
+        return failed("type", f"the candidate returned {exc}"), False
+    return CandidateRuns(done), False
 
 
 class Harness:
@@ -558,10 +598,11 @@ class Harness:
         except HarnessFailure as f:
             return None, f
 
-    def check(
+    def prepare(
         self, stage: str, label: str, args, scale: float = 1.0, *, only_if_original_ok: bool = False
-    ) -> None:
-        """Run the candidate on one case; raise HarnessFailure when it is wrong."""
+    ) -> PreparedCase | None:
+        """The judge's half of a case before the candidate runs: the reference's output and the
+        original's; None when the case is skipped (the reference or the original refuses it)."""
         desc = shapes.describe(args)
         original_out = self.original_baseline(args) if self.req.candidate is not None else None
         try:
@@ -569,7 +610,7 @@ class Harness:
         except HarnessFailure as f:
             if stage in ("stability", "edge") and f.reason == "harness-error":
                 self.skipped += 1  # the reference itself does not take this variant
-                return
+                return None
             raise
         if only_if_original_ok:
             orig_out, orig_err = self.try_original(args)
@@ -578,9 +619,25 @@ class Harness:
                 or not compare(orig_out, expected, self.task.rtol, self.task.atol, scale).ok
             ):
                 self.skipped += 1  # the original does not accept this variant either
-                return
-        for run in self.runner.run(args, 1, self._turn()):
-            self._check_run(stage, label, args, desc, expected, original_out, scale, run)
+                return None
+        return PreparedCase(label, args, desc, expected, original_out, scale)
+
+    def judge(self, stage: str, cases: list[PreparedCase]) -> None:
+        """Run the candidate on the cases (one batch) and judge each run; raise HarnessFailure
+        at the first wrong one."""
+        turns = [self._turn() for _ in cases]
+        for case, runs in zip(cases, self.runner.run_many([c.args for c in cases], 1, turns)):
+            for run in runs:
+                self._check_run(
+                    stage,
+                    case.label,
+                    case.args,
+                    case.desc,
+                    case.expected,
+                    case.original_out,
+                    case.scale,
+                    run,
+                )
 
     def _turn(self) -> int | None:
         """The interpreter's configuration for the next case (None on a GPU: all of them)."""
@@ -715,11 +772,22 @@ class Harness:
             raise ValueError(f"unknown stage {stage!r}")
 
     def _check_all(self, stage: str) -> int:
-        n = 0
+        """Every input of a stage, the candidate's runs sent in batches of about BATCH_BYTES
+        of arguments (each batch is one round trip to the runner)."""
+        n, batch, size = 0, [], 0
         for label, args, options in self.stage_inputs(stage):
             self.progress(stage, label)
-            self.check(stage, label, args, **options)
             n += 1
+            case = self.prepare(stage, label, args, **options)
+            if case is None:
+                continue
+            batch.append(case)
+            size += sum(a.numel() * a.element_size() for a in args if isinstance(a, torch.Tensor))
+            if size >= BATCH_BYTES:
+                self.judge(stage, batch)
+                batch, size = [], 0
+        if batch:
+            self.judge(stage, batch)
         return n
 
     def stage_smoke(self) -> int:

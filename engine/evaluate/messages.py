@@ -161,17 +161,18 @@ Value = Union[TensorValue, SeqValue, NumValue]
 
 
 class RunCandidate(msgspec.Struct, tag="run_candidate"):
-    """Run the candidate's entry on one case, in the runner (the only process that imports it).
+    """Run the candidate's entry on a batch of cases, in the runner (the only process that
+    imports it), in order, stopping at the first that raises.
 
     On a GPU every `@triton.autotune` configuration the tuning keeps runs in turn; on the
-    interpreter only configuration `turn` (the harness walks them across cases). Each
-    configuration runs `repeats` times (3 for the determinism stage)."""
+    interpreter only configuration `turns[i]` for case i (the harness walks them across cases).
+    Each configuration runs `repeats` times (3 for the determinism stage)."""
 
     task: Task
     candidate: str
-    args: Value | None  # None: only import the candidate (the load stage)
+    cases: list[Value] | None  # each a case's arguments; None: only import the candidate
     repeats: int = 1
-    turn: int | None = None
+    turns: list[int | None] = []
 
 
 class CandidateRun(msgspec.Struct):
@@ -184,8 +185,9 @@ class CandidateRun(msgspec.Struct):
 
 
 class CandidateRuns(msgspec.Struct, tag="candidate_runs"):
-    runs: list[CandidateRun]
-    failed: "WorkerError | None" = None  # the candidate raised: what and where
+    runs: list[list[CandidateRun]]  # per case, up to the one that failed
+    failed: "WorkerError | None" = None  # the candidate raised: what
+    failed_case: int = 0  # ... and on which case of the batch
 
 
 class NeedRuns(msgspec.Struct, tag="need_runs"):
