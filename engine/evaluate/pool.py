@@ -1,7 +1,7 @@
 """Evaluation worker processes, two per device, driven from the engine (no torch here).
 
 Per device a runner (imports candidates) and a judge (runs the harness, never imports a
-candidate); the pool relays the judge's case-by-case requests to the runner (`worker.py`).
+candidate); the pool relays the judge's requests for candidate runs to the runner (`worker.py`).
 Every call has a timeout. A worker that hangs is killed; one that dies (os._exit, a segfault, a
 CUDA illegal address, the OOM killer) is classified from its exit status and the tail of its
 stderr, and the next call starts a fresh one. Workers run in the sandbox (`sandbox.py`) with an

@@ -5,8 +5,8 @@ engine talks to it over two inherited pipe descriptors with `messages.py` frames
 the user's code prints (stdout is redirected to stderr here) can never corrupt the protocol.
 The engine enforces timeouts by killing the process; a crash of any kind ends only this process.
 
-Two roles per device. The runner (`cpu`, `cuda:N`, `compile:N`) imports candidates: it runs
-them case by case for the judge (`RunCandidate`), dry-runs, compiles and times them. The judge
+Two roles per device. The runner (`cpu`, `cuda:N`, `compile:N`) imports candidates: it runs the
+cases the judge sends, in batches (`RunCandidate`), dry-runs, compiles and times them. The judge
 (`judge@cpu`, `judge@cuda:N`) runs the harness (`RunHarness`): it imports the workspace's
 original, reference and inputs but never a candidate (its module loader refuses any source that
 is not the file on disk), and sends each case to the runner through the engine.
