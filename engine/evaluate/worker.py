@@ -59,23 +59,16 @@ def _serve(device: str, rfd: int, wfd: int) -> None:
         name = torch.cuda.get_device_name(0)
     dev = "cuda" if not (interpreter or compiler_only) else "cpu"
     loader = ModuleLoader(on_disk_only=judge)
-    m.write_message(
-        wfd,
-        m.Ready(
-            os.getpid(),
-            role_device,
-            name,
-            str(torch.__version__),
-            str(triton.__version__),
-            interpreter,
-        ),
+    ready = m.Ready(
+        os.getpid(), role_device, name, str(torch.__version__), str(triton.__version__), interpreter
     )
+    m.write_message(wfd, ready)
 
     def progress(stage: str, detail: str = "") -> None:
         m.write_message(wfd, m.Progress(stage, detail))
 
     def exchange(need: m.NeedRuns):
-        """Ask the engine to run a case on the candidate's runner; wait for what it sends back."""
+        """Ask the engine to run cases on the candidate's runner; wait for what it sends back."""
         m.write_message(wfd, need)
         return m.read_request(rfd)
 
@@ -91,14 +84,7 @@ def _serve(device: str, rfd: int, wfd: int) -> None:
                     "bad-request", f"the judge runs harnesses only, not {type(req).__name__}"
                 )
             elif isinstance(req, m.Ping):
-                answer = m.Ready(
-                    os.getpid(),
-                    role_device,
-                    name,
-                    str(torch.__version__),
-                    str(triton.__version__),
-                    interpreter,
-                )
+                answer = ready
             elif isinstance(req, m.RunHarness):
                 answer, fatal = Harness(
                     req, dev, loader, progress, exchange if judge else None
