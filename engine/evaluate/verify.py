@@ -6,6 +6,7 @@ it never imports torch itself.
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 from typing import Callable
 
@@ -78,6 +79,41 @@ def run_harness(
     return answer
 
 
+def claimed_seconds(result: m.TimingResult) -> float:
+    """The least GPU time the runs a timing reports add up to: every repetition of the original
+    and of the candidate, at their medians (flushes, holds, the A/A runs and further captures
+    come on top)."""
+    return sum(c.reps * (c.baseline_ms + c.candidate_ms) for c in result.cases) / 1000
+
+
+def held_to_clock(result: m.TimingResult, elapsed_s: float) -> m.TimingResult:
+    """`result`, rejected when its runs could not have fitted in the time the engine's own clock
+    saw pass: a forged answer that inflates the original's time to fake a speedup."""
+    claimed = claimed_seconds(result)
+    if claimed <= elapsed_s or result.rejection is not None:
+        return result
+    return msgspec.structs.replace(
+        result,
+        rejection=m.WorkerError(
+            "forged-timing",
+            f"the timing reports {claimed:.2f} s of timed runs, but only {elapsed_s:.2f} s "
+            "passed while it ran",
+        ),
+    )
+
+
+def time_ab(pool: WorkerPool, device: str, request: m.TimeAB, on_progress=None):
+    """A TimeAB on the device's runner, held to the engine's clock (`held_to_clock`)."""
+    started = time.monotonic()
+    answer = pool.call(device, request, TIMING_TIMEOUT_S, on_progress)
+    elapsed = time.monotonic() - started
+    if isinstance(answer, m.TimingResult):
+        return held_to_clock(answer, elapsed)
+    if isinstance(answer, m.TimingResults):
+        return m.TimingResults([held_to_clock(r, elapsed) for r in answer.results])
+    return answer
+
+
 def verify(
     pool: WorkerPool,
     task: Task,
@@ -116,11 +152,8 @@ def verify(
     )
     if result.accepted and timing and is_gpu(device):
         try:
-            answer = pool.call(
-                device,
-                m.TimeAB(task, source, cid, rep_ms=rep_ms, seed=seed),
-                TIMING_TIMEOUT_S,
-                on_progress,
+            answer = time_ab(
+                pool, device, m.TimeAB(task, source, cid, rep_ms=rep_ms, seed=seed), on_progress
             )
         except WorkerDied as d:
             report.accepted, report.stage, report.reason, report.message = (

@@ -11,7 +11,7 @@ from typing import Protocol
 from ..evaluate import messages as m
 from ..evaluate.devices import is_gpu
 from ..evaluate.pool import WorkerDied, WorkerPool
-from ..evaluate.verify import run_harness
+from ..evaluate.verify import run_harness, time_ab
 from ..task.spec import Task
 from .ledger import Ledger
 from .meter import Meter
@@ -20,7 +20,6 @@ from .population import Population
 from .prewarm import Prewarm
 
 PREWARM_WAIT_S = 60.0  # longest the GPU waits for a candidate's ahead-of-time compiles
-TIMING_TIMEOUT_S = 600.0
 
 
 class Estimator(Protocol):
@@ -47,7 +46,7 @@ class WorkerTimer:
         self.pool, self.device = pool, device
 
     def __call__(self, request: m.TimeAB):
-        return self.pool.call(self.device, request, TIMING_TIMEOUT_S)
+        return time_ab(self.pool, self.device, request)
 
 
 class Evaluator:

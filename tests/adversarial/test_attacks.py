@@ -241,3 +241,18 @@ def test_a_missing_sandbox_is_said_plainly():
     assert off.stdout.startswith("NOT sandboxed") and "KERNELBRAIN_SANDBOX=0" in off.stdout
     on = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
     assert on.stdout.startswith("sandboxed with bubblewrap")
+
+
+def test_a_timing_that_claims_more_time_than_passed_is_forged():
+    """The engine's own clock bounds a timing's claims: 100 repetitions of a 5 ms original and
+    a 1 ms candidate cannot have run in 0.3 s (a forged answer inflating the original)."""
+    from kernelbrain.engine.evaluate import messages as m
+    from kernelbrain.engine.evaluate.verify import claimed_seconds, held_to_clock
+
+    case = m.CaseTiming("x", 5.0, 1.0, 5.0, 4.9, 5.1, 1e-9, 0.01, "faster", 100, True)
+    result = m.TimingResult([case, case], 5.0, "faster")
+    assert abs(claimed_seconds(result) - 1.2) < 1e-9
+    forged = held_to_clock(result, 0.3)
+    assert forged.rejection is not None and forged.rejection.reason == "forged-timing"
+    assert "1.20 s" in forged.rejection.message
+    assert held_to_clock(result, 2.0).rejection is None  # an honest timing fits its clock
