@@ -37,10 +37,10 @@ import torch
 from ..index import parse_module
 from ..task.scaffold import STUB_MARK
 from ..task.spec import Task
-from . import audit, shapes
+from . import audit, shapes, wire
 from .audit import AuditMode
 from .autotune_choice import AutotuneChoice
-from .compare import bitwise_equal, compare
+from .compare import bitwise_equal, compare, flatten
 from .jit_clock import CLOCK
 from .messages import (
     CandidateRun,
@@ -208,8 +208,6 @@ class Run:
 
 def aliased_outputs(out, args) -> list[int]:
     """Indices of the output tensors that share storage with an argument."""
-    from .compare import flatten
-
     inputs = {
         a.untyped_storage().data_ptr()
         for a in args
@@ -301,8 +299,6 @@ class RemoteRunner:
     def run_many(self, cases, repeats: int = 1, turns=None):
         """The runs of each case, in order; the candidate's failure surfaces at its own case,
         after the cases before it (so the judge reports the first wrong case, as in order)."""
-        from . import wire
-
         try:
             sent = [wire.encode(tuple(args)) for args in cases]
         except wire.WireError as exc:
@@ -335,8 +331,6 @@ def serve_run_candidate(
     req: RunCandidate, device: str, loader: "ModuleLoader", progress
 ) -> tuple[CandidateRuns, bool]:
     """The runner's half (in the process that imports the candidate): (answer, fatal)."""
-    from . import wire
-
     h = Harness(RunHarness(req.task, req.candidate), device, loader, progress)
     done: list[list[CandidateRun]] = []
 

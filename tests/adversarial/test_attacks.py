@@ -9,6 +9,8 @@ from __future__ import annotations
 import os
 import shutil
 import socket
+import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
@@ -16,9 +18,15 @@ from pathlib import Path
 import msgspec
 import pytest
 
+from kernelbrain.engine.evaluate import messages as m
 from kernelbrain.engine.evaluate import sandbox
-from kernelbrain.engine.evaluate.pool import WorkerPool
-from kernelbrain.engine.evaluate.verify import run_harness, verify
+from kernelbrain.engine.evaluate.pool import WorkerPool, scrubbed_env
+from kernelbrain.engine.evaluate.verify import (
+    claimed_seconds,
+    held_to_clock,
+    run_harness,
+    verify,
+)
 from kernelbrain.engine.task import find_task
 
 from .attacks import ATTACKS, AUTOTUNED, BASE, CONTAINED, HONEST, SOURCE, edit
@@ -215,8 +223,6 @@ def test_zero_answer_fails_a_loose_tolerance_on_small_outputs(tmp_path):
 
 def test_environment_of_workers_holds_no_secret(monkeypatch):
     """The worker's own environment is clean even when the engine's holds keys."""
-    from kernelbrain.engine.evaluate.pool import scrubbed_env
-
     monkeypatch.setenv("OPENAI_API_KEY", SENTINEL)
     monkeypatch.setenv("MY_SERVICE_TOKEN", SENTINEL)
     env = scrubbed_env("cpu")
@@ -227,9 +233,6 @@ def test_environment_of_workers_holds_no_secret(monkeypatch):
 
 def test_a_missing_sandbox_is_said_plainly():
     """Where bubblewrap is missing or off, the engine says that workers run unsandboxed."""
-    import subprocess
-    import sys
-
     probe = "from kernelbrain.engine.evaluate import sandbox; print(sandbox.probe().describe())"
     off = subprocess.run(
         [sys.executable, "-c", probe],
@@ -246,9 +249,6 @@ def test_a_missing_sandbox_is_said_plainly():
 def test_a_timing_that_claims_more_time_than_passed_is_forged():
     """The engine's own clock bounds a timing's claims: 100 repetitions of a 5 ms original and
     a 1 ms candidate cannot have run in 0.3 s (a forged answer inflating the original)."""
-    from kernelbrain.engine.evaluate import messages as m
-    from kernelbrain.engine.evaluate.verify import claimed_seconds, held_to_clock
-
     case = m.CaseTiming("x", 5.0, 1.0, 5.0, 4.9, 5.1, 1e-9, 0.01, "faster", 100, True)
     result = m.TimingResult([case, case], 5.0, "faster")
     assert abs(claimed_seconds(result) - 1.2) < 1e-9
