@@ -200,6 +200,7 @@ def search(op: str, budget_s: float, pool, dev, **kw):
         store=Store(ws),
         pool=pool,
         device_model=dev,
+        ceilings=kw.pop("ceilings"),
         **kw,
     )
     result = s.run()
@@ -284,6 +285,7 @@ def main() -> int:
                     args.budget,
                     pool,
                     dev,
+                    ceilings=ce,
                     max_candidates=args.max_candidates,
                     compile_workers=args.compile_workers,
                 )
@@ -333,6 +335,7 @@ def main() -> int:
                     600,
                     p,
                     dev,
+                    ceilings=ce,
                     max_candidates=args.full_candidates,
                     compile_workers=args.compile_workers,
                 )
@@ -342,6 +345,7 @@ def main() -> int:
                     600,
                     p,
                     dev,
+                    ceilings=ce,
                     max_candidates=args.full_candidates,
                     exhaustive=True,
                     compile_workers=args.compile_workers,

@@ -15,6 +15,7 @@ from typing import Callable
 
 from .api.budget import DEFAULT_WALL_S, Budget
 from .api.results import SearchEvent, SearchResult
+from .evaluate import messages as m
 from .evaluate.devices import is_gpu, resolve_device
 from .evaluate.pool import WorkerPool
 from .search.cost_model import DeviceModel
@@ -23,7 +24,14 @@ from .store import Store
 from .task import find_task
 from .task.spec import Task
 
-__all__ = ["OptimizeRequest", "SearchError", "device_model", "optimize", "task_root"]
+__all__ = [
+    "OptimizeRequest",
+    "SearchError",
+    "device_ceilings",
+    "device_model",
+    "optimize",
+    "task_root",
+]
 
 
 @dataclass
@@ -43,18 +51,24 @@ def task_root(task: Task) -> Path:
     return Path(task.config).parent if task.config else Path(task.file).parent
 
 
-def device_model(pool: WorkerPool, device: str, store: Store) -> DeviceModel:
-    """The cost model's device: on a GPU with its measured ceilings (measured once per device,
-    then cached), else the defaults."""
+def device_ceilings(pool: WorkerPool, device: str, store: Store) -> m.Ceilings | None:
+    """The device's measured ceilings (measured once per device by its judge, then cached), kept
+    in the store too; None off a GPU or when they cannot be measured."""
     if not is_gpu(device):
-        return DeviceModel()
+        return None
     from .evaluate.ceilings import CeilingCache
 
     ce = CeilingCache().get_or_measure(pool, device)
-    if ce is None:
+    if ce is not None:
+        store.save_ceilings(ce.device_name, ce.copy_gbps, ce.bf16_tflops, ce.measured_at)
+    return ce
+
+
+def device_model(ceilings: m.Ceilings | None) -> DeviceModel:
+    """The cost model's device: with the measured ceilings when known, else the defaults."""
+    if ceilings is None:
         return DeviceModel()
-    store.save_ceilings(ce.device_name, ce.copy_gbps, ce.bf16_tflops, ce.measured_at)
-    return DeviceModel(bandwidth_gbps=ce.copy_gbps, bf16_tflops=ce.bf16_tflops)
+    return DeviceModel(bandwidth_gbps=ceilings.copy_gbps, bf16_tflops=ceilings.bf16_tflops)
 
 
 def optimize(
@@ -79,6 +93,7 @@ def optimize(
         if store.notice is not None and on_notice is not None:
             on_notice(store.notice.message)
         budget = Budget(wall_s=request.budget_s, max_candidates=request.max_candidates)
+        ceilings = device_ceilings(pool, device, store)
         search = Search(
             task,
             device=device,
@@ -90,7 +105,8 @@ def optimize(
             on_event=on_event,
             cancel=cancel,
             compile_workers=request.compile_workers,
-            device_model=device_model(pool, device, store),
+            device_model=device_model(ceilings),
+            ceilings=ceilings,
         )
         return search.run()
     finally:

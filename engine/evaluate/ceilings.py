@@ -18,6 +18,8 @@ from .pool import WorkerDied, WorkerPool
 
 # Bumped whenever `timing.measure` changes how it times (the flush before each run).
 TIMING_METHOD = "flush: read pass"
+# Changed whenever `timing.measure_ceilings` measures something new (an older entry lacks it).
+MEASURED = "copy, write, L2, bf16 matmul"
 
 
 def cache_path() -> Path:
@@ -36,7 +38,9 @@ class CeilingCache:
             return {}  # missing or corrupt: measure again
 
     def key(self, info: m.Ready) -> str:
-        return f"{info.device_name}|torch {info.torch}|triton {info.triton}|{TIMING_METHOD}"
+        return (
+            f"{info.device_name}|torch {info.torch}|triton {info.triton}|{TIMING_METHOD}|{MEASURED}"
+        )
 
     def get_or_measure(self, pool: WorkerPool, device: str) -> m.Ceilings | None:
         if not device.startswith("cuda"):

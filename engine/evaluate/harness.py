@@ -206,6 +206,21 @@ class Run:
         self.aliases: list[int] = list(aliases)
 
 
+def written_bytes(expected, original_out) -> int:
+    """The least number of bytes any correct output of a case takes: the reference's elements
+    (a candidate's outputs have its shapes) at the original's dtypes (which a candidate keeps;
+    the reference may compute wider)."""
+    dtypes = {
+        path: leaf.dtype for path, leaf in flatten(original_out) if isinstance(leaf, torch.Tensor)
+    }
+    total = 0
+    for path, leaf in flatten(expected):
+        if isinstance(leaf, torch.Tensor):
+            dtype = dtypes.get(path, leaf.dtype)
+            total += leaf.numel() * dtype.itemsize
+    return total
+
+
 def aliased_outputs(out, args) -> list[int]:
     """Indices of the output tensors that share storage with an argument."""
     inputs = {
@@ -397,6 +412,7 @@ class Harness:
         self._original_mutates = False  # the original changed an argument on some case
         self._original_aliases = False  # the original returned an argument's storage
         self.extra_ops: set[str] = set()
+        self.output_bytes: dict[str, int] = {}  # the reference's, per benchmark case's timing label
         self.choice = AutotuneChoice()  # entered while the stages run
         self._next_config = 0  # the interpreter's turn through a tuned kernel's configurations
         self.runner: LocalRunner | RemoteRunner | None = None
@@ -593,10 +609,19 @@ class Harness:
             return None, f
 
     def prepare(
-        self, stage: str, label: str, args, scale: float = 1.0, *, only_if_original_ok: bool = False
+        self,
+        stage: str,
+        label: str,
+        args,
+        scale: float = 1.0,
+        *,
+        only_if_original_ok: bool = False,
+        timing_label: str | None = None,
     ) -> PreparedCase | None:
         """The judge's half of a case before the candidate runs: the reference's output and the
-        original's; None when the case is skipped (the reference or the original refuses it)."""
+        original's; None when the case is skipped (the reference or the original refuses it).
+        A benchmark case (`timing_label`) also records the bytes the reference's outputs take:
+        what any timed run of the case must write (`work_floor.py`)."""
         desc = shapes.describe(args)
         original_out = self.original_baseline(args) if self.req.candidate is not None else None
         try:
@@ -606,6 +631,8 @@ class Harness:
                 self.skipped += 1  # the reference itself does not take this variant
                 return None
             raise
+        if timing_label is not None:
+            self.output_bytes[timing_label] = written_bytes(expected, self.original_baseline(args))
         if only_if_original_ok:
             orig_out, orig_err = self.try_original(args)
             if (
@@ -725,8 +752,9 @@ class Harness:
                 yield f"small case {i}", args, {}
         elif stage == "sweep":
             if self.req.full_cases:
-                for i, args in enumerate(self.full_cases("sweep")):
-                    yield f"case {i}", args, {}
+                full = self.full_cases("sweep")
+                for i, (args, name) in enumerate(zip(full, shapes.case_labels(self.task, full))):
+                    yield f"case {i}", args, {"timing_label": name}
             blocks = self.block_sizes()
             for i, args in enumerate(self.small_cases("sweep")):
                 yield f"small case {i}", args, {}
@@ -874,6 +902,7 @@ class Harness:
             f"passed all {len(self.stage_results)} stages: {passed}",
             self.stage_results,
             self.cases,
+            output_bytes=self.output_bytes,
         ), False
 
     def _failed(self, stage: str, f: HarnessFailure) -> HarnessResult:

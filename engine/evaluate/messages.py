@@ -24,6 +24,8 @@ class Ceilings(msgspec.Struct, tag="ceilings_result"):
     copy_gbps: float  # device-to-device copy, bytes read + written
     bf16_tflops: float  # cuBLAS bf16 matmul 8192^3
     measured_at: str = ""
+    write_gbps: float = 0.0  # a fill of fresh memory, bytes written (0: not measured)
+    l2_bytes: int = 0  # the device's L2 cache (0: not known)
 
 
 # -- requests --------------------------------------------------------------------------------
@@ -263,6 +265,9 @@ class HarnessResult(msgspec.Struct, tag="harness_result"):
     stages: list[StageResult] = []
     cases: list[CaseResult] = []
     torch_ops: list[str] = []  # PyTorch compute ops the candidate ran outside its kernels
+    # Bytes of the reference's outputs per benchmark case, by timing label (GPU harnesses): what
+    # every timed run must write, known from the judge, never from the candidate's runner.
+    output_bytes: dict[str, int] = {}
 
 
 class CaseTiming(msgspec.Struct):

@@ -369,11 +369,13 @@ class WorkerPool:
         return self._workers[device]
 
     def call(self, device: str, request, timeout_s: float, on_progress=None):
-        """`request` on `device`'s worker. A harness goes to the device's judge, which never
-        imports the candidate; the judge's requests for candidate runs are relayed here to the
-        device's runner, within the harness's time limit."""
+        """`request` on `device`'s worker. A harness and the ceilings go to the device's judge,
+        which never imports a candidate; the judge's requests for candidate runs are relayed
+        here to the device's runner, within the harness's time limit."""
         if isinstance(request, m.RunHarness):
             return self._judge(device, request, timeout_s, on_progress)
+        if isinstance(request, m.MeasureCeilings):  # what timings are held to: no candidate near
+            return self._call(JUDGE_PREFIX + device, request, timeout_s, on_progress)
         return self._call(device, request, timeout_s, on_progress)
 
     def _judge(self, device: str, request: m.RunHarness, timeout_s: float, on_progress):

@@ -188,3 +188,12 @@ def describe(args) -> str:
         else:
             parts.append(repr(a))
     return ", ".join(parts)
+
+
+def case_labels(task, cases) -> list[str]:
+    """The names of the benchmark cases in timings and reports: the task's `shapes` when it
+    names every case, else each case described. The judge keys what it knows of a case (its
+    outputs' bytes) by the same names."""
+    if task.shapes and len(task.shapes) == len(cases):
+        return list(task.shapes)
+    return [describe(c) for c in cases]

@@ -400,12 +400,16 @@ def bench_cases(
 
 
 def measure_ceilings() -> Ceilings:
-    """Device-to-device copy bandwidth (bytes read + written) and cuBLAS bf16 matmul rate at 8192^3."""
+    """Device-to-device copy bandwidth (bytes read + written), the write bandwidth of a fill, the
+    L2's size and cuBLAS bf16 matmul rate at 8192^3. The judge measures them (it never imports a
+    candidate, so none can have patched what they are measured with)."""
     n = 1 << 30
     src = torch.empty(n, dtype=torch.uint8, device="cuda").random_()
     dst = torch.empty_like(src)
     ((times,),), _ = measure([lambda: dst.copy_(src)], 500, captures=1)  # noqa: F821 (used before the del below)
     copy_gbps = 2 * n / stats.median(times) / 1e6
+    ((times,),), _ = measure([lambda: dst.fill_(7)], 300, captures=1)  # noqa: F821 (used before the del below)
+    write_gbps = n / min(times) / 1e6  # the fastest fill: the floor must not sit above any run
     del src, dst
     m = 8192
     a = torch.randn(m, m, device="cuda", dtype=torch.bfloat16)
@@ -419,4 +423,6 @@ def measure_ceilings() -> Ceilings:
         copy_gbps,
         tflops,
         _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        write_gbps,
+        torch.cuda.get_device_properties(torch.cuda.current_device()).L2_cache_size,
     )

@@ -19,6 +19,7 @@ from .ceilings import CeilingCache
 from .devices import is_gpu
 from .policy import Rejection, static_gate
 from .pool import WorkerDied, WorkerPool
+from .work_floor import WorkFloor, held_to_floor
 
 # Per-call limits. The interpreter runs everything on the CPU (~1 s per 1,024 programs).
 HARNESS_TIMEOUT_S = {"cpu": 600.0, "gpu": 300.0}
@@ -125,7 +126,10 @@ def verify(
     rep_ms: float = 300.0,
     on_progress: Callable[[m.Progress], None] | None = None,
     timeout_s: float | None = None,
+    ceilings: m.Ceilings | None = None,
 ) -> VerifyReport:
+    """The candidate through the gate, the harness and (GPU) a timing held to the engine's clock
+    and to the task's work floor (`ceilings`: the device's; measured or loaded when not given)."""
     original = Path(task.file).read_text(encoding="utf-8")
     cid = candidate_id(source)
     base = dict(kernel=task.kernel, file=task.file, candidate_id=cid, device=device)
@@ -151,9 +155,18 @@ def verify(
         torch_ops=result.torch_ops,
     )
     if result.accepted and timing and is_gpu(device):
+        if ceilings is None:
+            ceilings = CeilingCache().get_or_measure(pool, device)
+        floor = WorkFloor.of(result, ceilings)
         try:
-            answer = time_ab(
-                pool, device, m.TimeAB(task, source, cid, rep_ms=rep_ms, seed=seed), on_progress
+            answer = held_to_floor(
+                time_ab(
+                    pool,
+                    device,
+                    m.TimeAB(task, source, cid, rep_ms=rep_ms, seed=seed),
+                    on_progress,
+                ),
+                floor,
             )
         except WorkerDied as d:
             report.accepted, report.stage, report.reason, report.message = (

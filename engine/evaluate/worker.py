@@ -79,9 +79,10 @@ def _serve(device: str, rfd: int, wfd: int) -> None:
             return
         fatal = False
         try:
-            if judge and not isinstance(req, (m.Ping, m.RunHarness)):
+            if judge and not isinstance(req, (m.Ping, m.RunHarness, m.MeasureCeilings)):
                 answer = m.WorkerError(
-                    "bad-request", f"the judge runs harnesses only, not {type(req).__name__}"
+                    "bad-request",
+                    f"the judge runs harnesses and ceilings only, not {type(req).__name__}",
                 )
             elif isinstance(req, m.Ping):
                 answer = ready
@@ -105,7 +106,7 @@ def _serve(device: str, rfd: int, wfd: int) -> None:
             elif isinstance(req, (m.TimeAB, m.Bench)):
                 answer = _time(req, dev, loader, progress)
             elif isinstance(req, m.MeasureCeilings):
-                progress("ceilings", "copy bandwidth and bf16 matmul rate")
+                progress("ceilings", "copy and write bandwidth, bf16 matmul rate")
                 from .timing import measure_ceilings
 
                 answer = measure_ceilings()
@@ -168,17 +169,13 @@ _DRAWN: dict = {}
 def _time(req, dev, loader, progress):
     from . import messages as m
     from .harness import Harness
-    from .shapes import describe
+    from .shapes import case_labels
     from .timing import bench_cases, compare_cases
 
     h = Harness(m.RunHarness(req.task, req.candidate, seed=req.seed), dev, loader, progress)
     h.load()
     cases = h.full_cases("timing")
-    labels = (
-        req.task.shapes
-        if req.task.shapes and len(req.task.shapes) == len(cases)
-        else [describe(c) for c in cases]
-    )
+    labels = case_labels(req.task, cases)
     if getattr(req, "cases", None) is not None:
         cases, labels = [cases[i] for i in req.cases], [labels[i] for i in req.cases]
     if isinstance(req, m.TimeAB):

@@ -4,14 +4,16 @@ estimator and the timer are injected."""
 
 from __future__ import annotations
 
+import threading
 from concurrent.futures import Future, ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
 from typing import Protocol
 
 from ..evaluate import messages as m
 from ..evaluate.devices import is_gpu
-from ..evaluate.pool import WorkerDied, WorkerPool
+from ..evaluate.pool import JUDGE_PREFIX, STARTUP_TIMEOUT_S, WorkerDied, WorkerPool
 from ..evaluate.verify import run_harness, time_ab
+from ..evaluate.work_floor import WorkFloor, held_to_floor
 from ..task.spec import Task
 from .ledger import Ledger
 from .meter import Meter
@@ -69,6 +71,27 @@ class Evaluator:
         self.estimator, self.timer = estimator, timer
         self.compile_devices = compile_devices
         self.prewarm: Prewarm | None = None
+        self.floor: WorkFloor | None = None  # set once the original's harness has run (GPU)
+
+    def start_device_worker(self) -> None:
+        """Start the device's runner and judge without a request (imports, CUDA context), each
+        on its own thread, so that they start while the CPU workers compile; a start that fails
+        is reported by the first real call."""
+
+        def start(role: str) -> None:
+            try:
+                self.pool.call(role, m.Ping(), STARTUP_TIMEOUT_S)
+            except WorkerDied:
+                pass
+
+        threads = [
+            threading.Thread(target=start, args=(role,), daemon=True)
+            for role in (self.device, JUDGE_PREFIX + self.device)
+        ]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
 
     def call(self, device: str, request, timeout: float):
         """A worker call, its seconds charged as GPU time when it runs on the GPU."""
@@ -171,8 +194,9 @@ class Evaluator:
 
     # -- timing -----------------------------------------------------------------------------------
     def _timed_call(self, request: m.TimeAB):
+        """The timer's answer, held to the task's work floor whatever timer ran it."""
         with self.meter.gpu_clock():
-            return self.timer(request)
+            return held_to_floor(self.timer(request), self.floor)
 
     def time_ab(self, node: Node, rep_ms: float, noise: bool) -> m.TimingResult | None:
         """`node` against the original on every case, rebased on the original's reference times;

@@ -27,6 +27,7 @@ from kernelbrain.engine.evaluate.verify import (
     run_harness,
     verify,
 )
+from kernelbrain.engine.evaluate.work_floor import WorkFloor, held_to_floor
 from kernelbrain.engine.task import find_task
 
 from .attacks import ATTACKS, AUTOTUNED, BASE, CONTAINED, HONEST, SOURCE, edit
@@ -256,3 +257,77 @@ def test_a_timing_that_claims_more_time_than_passed_is_forged():
     assert forged.rejection is not None and forged.rejection.reason == "forged-timing"
     assert "1.20 s" in forged.rejection.message
     assert held_to_clock(result, 2.0).rejection is None  # an honest timing fits its clock
+
+
+def test_a_candidate_time_below_the_work_floor_is_forged():
+    """A candidate's claimed time cannot beat writing its outputs: 200 MB of outputs beyond a
+    50 MB L2 at a 4 TB/s fill rate take at least 25 us (at the margin's 6 TB/s); a runner that
+    reports 2 us is rejected, an honest 60 us is not, and a case whose outputs fit in the L2
+    (nothing bounds it) is never rejected."""
+    floor = WorkFloor({"big": 200_000_000, "small": 10_000_000}, 50_000_000, 4000.0)
+    assert abs(floor.min_ms("big") - 0.025) < 1e-9
+    assert floor.min_ms("small") == 0.0 and floor.min_ms("unknown case") == 0.0
+
+    def timing(label: str, candidate_ms: float) -> m.TimingResult:
+        case = m.CaseTiming(
+            label, 0.1, candidate_ms, 0.1 / candidate_ms, 1, 1, 1e-9, 0.01, "faster", 100, True
+        )
+        return m.TimingResult([case], case.speedup, "faster")
+
+    forged = floor.held(timing("big", 0.002))
+    assert forged.rejection is not None and forged.rejection.reason == "less-work"
+    assert "does less work than the task" in forged.rejection.message
+    assert floor.held(timing("big", 0.060)).rejection is None
+    assert floor.held(timing("small", 0.0001)).rejection is None
+    both = held_to_floor(m.TimingResults([timing("big", 0.002), timing("big", 0.06)]), floor)
+    assert [r.rejection is not None for r in both.results] == [True, False]
+    # no floor without the judge's sizes or a measured fill rate
+    assert WorkFloor.of(m.HarnessResult(True, None, None, ""), None) is None
+    ceilings = m.Ceilings("gpu", 4000.0, 900.0, "", 4000.0, 50_000_000)
+    assert WorkFloor.of(m.HarnessResult(True, None, None, ""), ceilings) is None
+    sized = m.HarnessResult(True, None, None, "", output_bytes={"big": 200_000_000})
+    assert WorkFloor.of(sized, ceilings) == WorkFloor({"big": 200_000_000}, 50_000_000, 4000.0)
+
+
+PROFILED_SCRIPT = """
+import os, socket, sys
+for attempt in (
+    lambda: open(os.path.join(@OUTSIDE@, "from-profile.txt"), "w").write("escaped"),
+    lambda: open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "beside.txt"), "w"),
+    lambda: socket.create_connection(("127.0.0.1", @PORT@), timeout=2),
+):
+    try:
+        attempt()
+        print("attempt succeeded", file=sys.stderr)
+    except OSError as exc:
+        print("attempt failed:", type(exc).__name__, file=sys.stderr)
+print("environment:", sorted(os.environ.items()), file=sys.stderr)
+"""
+
+
+def test_a_profiled_script_runs_in_the_sandbox(tmp_path, listener, monkeypatch, capfd):
+    """`kernelbrain profile` runs the user's script as a worker runs: it cannot write outside its
+    scratch folder (its own folder included), connect anywhere, or see a key the engine holds."""
+    from kernelbrain.engine.profile.whole_program import run_profile
+
+    monkeypatch.setenv("KERNELBRAIN_API_KEY", SENTINEL)
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    project = tmp_path / "project"
+    project.mkdir()
+    script = project / "model.py"
+    script.write_text(
+        PROFILED_SCRIPT.replace("@OUTSIDE@", repr(str(outside))).replace(
+            "@PORT@", str(listener.port)
+        )
+    )
+    before = listener.connections
+    try:
+        run_profile(script, [], project, timeout_s=300)
+    except RuntimeError:
+        pass  # without a GPU the profiler fails after the script ran: what it did still counts
+    err = capfd.readouterr().err
+    assert err.count("attempt failed:") == 3, err[-3000:]
+    assert "environment:" in err and SENTINEL not in err
+    assert _files(outside) == set() and _files(project) == {"model.py"}
+    assert listener.connections == before

@@ -5,11 +5,14 @@ from __future__ import annotations
 
 import shutil
 
+import msgspec
 import pytest
 
 from kernelbrain.engine.evaluate import messages as m
+from kernelbrain.engine.evaluate.ceilings import CeilingCache
 from kernelbrain.engine.evaluate.pool import WorkerPool
-from kernelbrain.engine.evaluate.verify import run_harness, verify
+from kernelbrain.engine.evaluate.verify import run_harness, time_ab, verify
+from kernelbrain.engine.evaluate.work_floor import WorkFloor
 from kernelbrain.engine.task import find_task
 
 from ..adversarial.attacks import ATTACKS, BASE, RETURN, edit
@@ -91,3 +94,33 @@ def test_honest_faster_variant_is_accepted_with_a_measured_speedup(pool, tmp_pat
     assert report.accepted, report.message
     assert report.timing is not None and report.timing.verdict == "faster", report.timing
     assert 1.03 < report.timing.speedup < 1.5
+
+
+def test_the_work_floor_is_measured_by_the_judge_and_honest_timings_clear_it(pool, tmp_path):
+    """The judge knows what each benchmark case writes and the device's fill rate and L2; an
+    honest timing of the bundled softmax (outputs of 128 and 64 MB, beyond the L2) clears the
+    floor, and the same timing with the candidate's time cut tenfold does not."""
+    task = find_task(EXAMPLES / "ops" / "softmax.py", "softmax_kernel")
+    harness = run_harness(pool, task, None, "cuda:0")
+    assert harness.accepted, harness.message
+    ceilings = CeilingCache(tmp_path / "ceilings.json").get_or_measure(pool, "cuda:0")
+    assert ceilings is not None and ceilings.write_gbps > 1000 and ceilings.l2_bytes > 10**7
+    floor = WorkFloor.of(harness, ceilings)
+    assert floor is not None
+    assert sorted(floor.output_bytes.values()) == [
+        4096 * 1024 * 2,
+        1024 * 32768 * 2,
+        16384 * 4096 * 2,
+    ]
+    source = (EXAMPLES / "ops" / "softmax.py").read_text()
+    timing = time_ab(pool, "cuda:0", m.TimeAB(task, source, "same", rep_ms=100.0))
+    assert isinstance(timing, m.TimingResult) and timing.rejection is None, timing
+    assert sum(floor.min_ms(c.label) > 0 for c in timing.cases) == 2  # the two beyond the L2
+    assert floor.held(timing).rejection is None, [(c.label, c.candidate_ms) for c in timing.cases]
+    cut = m.TimingResult(
+        [msgspec.structs.replace(c, candidate_ms=c.candidate_ms / 10) for c in timing.cases],
+        timing.speedup * 10,
+        "faster",
+    )
+    forged = floor.held(cut)
+    assert forged.rejection is not None and forged.rejection.reason == "less-work"
