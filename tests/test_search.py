@@ -776,3 +776,36 @@ def test_the_best_gets_the_stackable_steps_that_paid_elsewhere(pool, tmp_path, m
     generated.clear()
     search.endgame.polish()
     assert generated == []
+
+
+def test_the_end_game_verifies_only_what_fits_in_the_budget(pool, tmp_path):
+    """The end game's forced candidates and final A/B are costed from what candidates cost in
+    this search: the generations hold that much back (at most half the budget), and a forced
+    candidate that would not fit is left out with a note (H200 softmax searches ran 10% past a
+    90 s budget when a fixed share was held back)."""
+    ws = workspace(tmp_path)
+    search = Search(
+        find_task(ws / "ops" / "softmax.py", "softmax_kernel"),
+        device="cuda:0",
+        budget=Budget(wall_s=60),
+        store=Store(ws),
+        pool=pool,
+    )
+    assert search.end_reserve_s() == 9.0  # nothing measured yet: 15% of the budget
+    ledger = search.ledger
+    for rung, seconds in [("compile", 4), ("smoke", 1), ("quick", 1), ("full", 40), ("timing", 3)]:
+        ledger.counts.per_stage[rung] = 2
+        ledger.rung_seconds[rung] = 2.0 * seconds
+    assert search.endgame.candidate_s() == pytest.approx(49)
+    assert search.endgame.final_s() == pytest.approx(3 * 5 / 3 * 400 / 150)
+    # a candidate and the final A/B need more than half the budget: only the final is held back
+    assert search.end_reserve_s() == pytest.approx(1.25 * search.endgame.final_s())
+    assert not search.endgame.fits("a dispatching variant")
+    assert "no time left to verify a dispatching variant" in ledger.notes[-1]
+    for rung in ("compile", "smoke", "quick", "full", "timing"):
+        ledger.rung_seconds[rung] = 0.2  # 0.1 s a rung
+    assert search.endgame.fits("a dispatching variant")
+    assert search.end_reserve_s() == 9.0
+    ledger.rung_seconds["full"] = 2.0 * 15  # a 15 s harness: a candidate and the final fit in 30
+    expected = 1.25 * (search.endgame.final_s() + search.endgame.candidate_s())
+    assert 9.0 < expected < 30.0 and search.end_reserve_s() == pytest.approx(expected)

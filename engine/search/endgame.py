@@ -11,10 +11,16 @@ from ..mutate import MutationContext
 from . import dispatch, selection
 from .node import STACKABLE_STEPS, Chain, Node
 from .population import IMPROVEMENT
-from .rungs import Ladder
+from .rungs import PRECISE_REP_MS, Ladder
 
 FINAL_REP_MS = 400.0
 FINAL_CONTENDERS = 3  # variants given the final A/B: the best and its closest rivals
+# The rungs a forced end-game candidate goes through, whose measured cost per candidate says
+# whether it fits in what is left of the budget.
+VERIFY_RUNGS = ("compile", "smoke", "quick", "full", "timing")
+# Held back on top of the measured means: a generation runs past its stop into the reserve, and
+# one candidate's harness may take longer than the mean.
+RESERVE_MARGIN = 1.25
 
 
 class EndGame:
@@ -27,6 +33,31 @@ class EndGame:
         self.polish()
         self.dispatch()
         self.final_ab()
+
+    # -- what it costs ----------------------------------------------------------------------------
+    def candidate_s(self) -> float:
+        """Wall seconds one more candidate takes through the ladder, as measured so far."""
+        rungs = VERIFY_RUNGS if self.ev.gpu else VERIFY_RUNGS[:-1]
+        return self.ledger.seconds_per_candidate(rungs) or 0.0
+
+    def final_s(self) -> float:
+        """Wall seconds of the final A/B: a precise timing has three groups of runs, the final
+        one a group per contender plus two, each longer by FINAL_REP_MS / PRECISE_REP_MS."""
+        if not self.ev.gpu:
+            return 0.0
+        timing = self.ledger.seconds_per_candidate(("timing",)) or 0.0
+        return timing * (FINAL_CONTENDERS + 2) / 3 * FINAL_REP_MS / PRECISE_REP_MS
+
+    def fits(self, what: str) -> bool:
+        """Whether one more candidate fits before the budget ends with the final A/B still to
+        run; when not, a note says what was left out."""
+        need, left = self.candidate_s() + self.final_s(), self.ledger.meter.left_s()
+        if need <= left:
+            return True
+        self.ledger.notes.append(
+            f"no time left to verify {what} (about {need:.0f} s needed, {left:.0f} s left)"
+        )
+        return False
 
     def _cancelled(self) -> bool:
         stop = self.ladder.stopped()
@@ -65,6 +96,8 @@ class EndGame:
                 description = f"{description}; then {proposal.description}"
                 applied.append(step)
         if not applied or candidate_id(source) in self.pop.nodes:
+            return
+        if not self.fits(f"the best variant with {', '.join(applied)}"):
             return
         self.ladder.emit(
             "rung", f"the best variant with {', '.join(applied)}, which made other variants faster"
@@ -131,6 +164,8 @@ class EndGame:
                 f"{', '.join(map(str, choice.thresholds))}), but no time was left to verify a "
                 "dispatching variant"
             )
+            return
+        if not self.fits("a dispatching variant"):
             return
         self.ladder.emit("rung", "verifying a dispatching variant across shape buckets")
         self.ladder.generation([node], force=True)

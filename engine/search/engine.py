@@ -23,13 +23,14 @@ from ..evaluate.candidate import candidate_id
 from ..evaluate.devices import is_gpu
 from ..evaluate.pool import WorkerPool
 from ..evaluate.verify import bench
+from ..evaluate.work_floor import WorkFloor
 from ..index.builder import source_hash
 from ..mutate import MutationContext, load_mutators
 from ..store import Store, kernel_key
 from ..task.spec import Task
 from . import report, selection
 from .cost_model import CostModel, DeviceModel, case_bytes_and_flops
-from .endgame import EndGame
+from .endgame import RESERVE_MARGIN, EndGame
 from .evaluation import Estimator, Evaluator, Timer, WorkerTimer
 from .ledger import Ledger
 from .meter import CANCELLED, Meter, Stop, StopKind
@@ -39,7 +40,8 @@ from .rungs import Ladder
 
 PROPOSALS_PER_MUTATOR = 12  # per parent; the configuration space is the large one
 END_RESERVE_FRACTION = 0.15  # of the wall budget, kept for the end game
-END_RESERVE_MAX_S = 45.0
+END_RESERVE_MAX_S = 45.0  # ... at first; once candidates are measured, what the end game costs
+END_RESERVE_CAP_FRACTION = 0.5  # of the wall budget, at most, whatever it costs
 
 
 class SearchError(Exception):
@@ -61,17 +63,21 @@ class Search:
         cancel: threading.Event | None = None,
         compile_workers: int | None = None,
         device_model: DeviceModel | None = None,
+        ceilings: m.Ceilings | None = None,
         estimator: Estimator | None = None,
         timer: Timer | None = None,
         exhaustive: bool = False,
     ):
         """`estimator` (default: the cost model on `device_model`) ranks compiled candidates and
-        stands in for timing without a GPU; `timer` (default: the GPU worker) runs the A/Bs."""
+        stands in for timing without a GPU; `timer` (default: the GPU worker) runs the A/Bs;
+        `ceilings` (the device's, measured by the judge) set the floor every timing is held to."""
         self.task, self.device, self.seed, self.pool = task, device, seed, pool
         self.gpu = is_gpu(device)
         self.dev = device_model or DeviceModel()
+        self.ceilings = ceilings
         self.meter = Meter(budget)
-        self.meter.reserve(min(END_RESERVE_MAX_S, END_RESERVE_FRACTION * budget.wall_s))
+        self.initial_reserve_s = min(END_RESERVE_MAX_S, END_RESERVE_FRACTION * budget.wall_s)
+        self.meter.reserve(self.initial_reserve_s)
         self.on_event = on_event or (lambda e: None)
         self.cancel = cancel or threading.Event()
         self.mutators = {
@@ -141,6 +147,7 @@ class Search:
         root.estimate_us = ev.estimate(root)
         pop.baseline_est = root.estimate_us or []
         root.outcome, root.harness = "verified", result
+        ev.floor = WorkFloor.of(result, self.ceilings)
         pop.nodes[root.id] = root
         if self.gpu:
             self._emit("rung", "timing the original on every case")
@@ -248,9 +255,22 @@ class Search:
                 continue
             before = selection.Standing.of(self.population)
             self.ladder.generation(fresh)
+            # The end game's share, from what candidates have cost so far in this search.
+            self.meter.reserve(self.end_reserve_s())
             stagnant = 0 if selection.progressed(self.population, before) else stagnant + 1
             if stagnant >= selection.STAGNATION_GENERATIONS:
                 return Stop(StopKind.STAGNATION, f"no better variant in {stagnant} generations")
+
+    def end_reserve_s(self) -> float:
+        """The wall seconds the generations leave for the end game: at first a share of the
+        budget, then what the end game costs by this search's measurements: the final A/B and a
+        forced candidate through the ladder, or only the final A/B where both would take more
+        than half the budget (the end game then leaves the candidate out). A fixed 15% let H200
+        softmax searches run 10% past a 90 s budget, two forced candidates taking 30 s."""
+        cap = END_RESERVE_CAP_FRACTION * self.meter.budget.wall_s
+        final = RESERVE_MARGIN * self.endgame.final_s()
+        both = final + RESERVE_MARGIN * self.endgame.candidate_s()
+        return max(self.initial_reserve_s, both if both <= cap else final)
 
     def run(self) -> SearchResult:
         search_id = self.store.start_search(self.key, self.task.file, self.task.kernel, self.device)

@@ -40,6 +40,18 @@ class Ledger:
         finally:
             self.rung_seconds[rung] = self.rung_seconds.get(rung, 0.0) + time.monotonic() - t0
 
+    def seconds_per_candidate(self, rungs: tuple[str, ...]) -> float | None:
+        """Wall seconds one candidate has taken through `rungs` in this search, rung by rung
+        (each rung's seconds over the candidates that reached it); None until a candidate
+        reached the last of them."""
+        if not self.counts.per_stage.get(rungs[-1]):
+            return None
+        return sum(
+            self.rung_seconds.get(r, 0.0) / self.counts.per_stage[r]
+            for r in rungs
+            if self.counts.per_stage.get(r)
+        )
+
     def harness_seconds(self, result: m.HarnessResult, rung: str) -> None:
         """The worker's seconds per stage of a harness run, with those it spent in Triton's JIT."""
         for stage in result.stages:
