@@ -1,6 +1,6 @@
 """`kernelbrain profile SCRIPT`: which kernels matter, by share of GPU time (Amdahl).
 
-The script runs under torch.profiler in a child process; its GPU kernels are ranked by self
+The script runs under torch.profiler in a sandboxed child process; its GPU kernels are ranked by self
 device time, Triton kernels are mapped back to where they are defined in the workspace, and each
 gets its Amdahl ceiling: the most the whole program's GPU time could shrink by making that one
 kernel infinitely fast, 1 / (1 - share).
@@ -18,6 +18,9 @@ from pathlib import Path
 import msgspec
 
 from ..check import iter_python_files
+from ..evaluate import sandbox
+from ..evaluate.pool import triton_cache_dir
+from ..evaluate.secrets import clean_environment
 from ..index import build_index
 
 
@@ -58,11 +61,17 @@ def workspace_kernels(root: Path) -> dict[str, tuple[str, int]]:
 def run_profile(
     script: Path, args: list[str], root: Path, timeout_s: float = 1800.0
 ) -> ProfileResult:
+    """The script under torch.profiler in the sandbox, as a worker runs: no network, no keys in
+    its environment, nothing written outside its scratch folder (its own folder is read-only)
+    and Triton's cache; it sees the GPU."""
     with tempfile.TemporaryDirectory() as d:
         out = Path(d) / "rows.json"
-        # The script's own output goes to stderr: stdout belongs to `kernelbrain profile --json`
-        # (on an H200 an inherited stdout made that JSON unreadable).
-        proc = subprocess.run(
+        unsandboxed = sandbox.notice()
+        if unsandboxed:
+            sys.stderr.write(f"kernelbrain: {unsandboxed}\n")
+        env = clean_environment()
+        env["PYTHONUNBUFFERED"] = "1"
+        argv, env = sandbox.command(
             [
                 sys.executable,
                 "-m",
@@ -72,14 +81,19 @@ def run_profile(
                 str(script),
                 *args,
             ],
-            cwd=script.parent,
-            timeout=timeout_s,
-            stdout=sys.stderr,
+            env,
+            d,
+            [triton_cache_dir()],
+            gpu=True,
         )
-        if proc.returncode != 0 or not out.exists():
-            raise RuntimeError(
-                f"the script failed under the profiler (exit status {proc.returncode})"
-            )
+        # The script's own output goes to stderr: stdout belongs to `kernelbrain profile --json`
+        # (on an H200 an inherited stdout made that JSON unreadable).
+        proc = subprocess.run(
+            argv, cwd=script.parent, env=env, timeout=timeout_s, stdout=sys.stderr
+        )
+        code = sandbox.normalise_returncode(proc.returncode)
+        if code != 0 or not out.exists():
+            raise RuntimeError(f"the script failed under the profiler (exit status {code})")
         rows = json.loads(out.read_text())
     return rank(str(script), rows, workspace_kernels(root))
 
