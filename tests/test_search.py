@@ -793,6 +793,20 @@ def test_the_end_game_verifies_only_what_fits_in_the_budget(pool, tmp_path):
     )
     assert search.end_reserve_s() == 9.0  # nothing measured yet: 15% of the budget
     ledger = search.ledger
+    # a full verification is costed on the original's own harness and timing until a candidate
+    # has had one; one that does not fit in what the generations have left is not started
+    ledger.rung_seconds.update({"baseline": 12.0, "baseline-timing": 2.0})
+    assert search.ladder.verify_s() == 14.0 and search.ladder.full_fits()
+    ledger.rung_seconds["baseline"] = 55.0
+    assert not search.ladder.full_fits()  # 57 s, with 51 s left at most
+    from kernelbrain.engine.search.node import Node
+
+    on_cpu = Search(search.task, device="cpu", budget=Budget(wall_s=60), store=Store(ws), pool=pool)
+    on_cpu.ledger.rung_seconds["baseline"] = 58.0
+    node = Node("late", "", "config", "", "original")
+    on_cpu.ladder.full([node], force=False)
+    assert node.outcome == "not-run" and "full" not in on_cpu.ledger.counts.per_stage
+    assert "left unverified" in on_cpu.ledger.notes[-1]
     for rung, seconds in [("compile", 4), ("smoke", 1), ("quick", 1), ("full", 40), ("timing", 3)]:
         ledger.counts.per_stage[rung] = 2
         ledger.rung_seconds[rung] = 2.0 * seconds

@@ -257,6 +257,8 @@ class Search:
             self.ladder.generation(fresh)
             # The end game's share, from what candidates have cost so far in this search.
             self.meter.reserve(self.end_reserve_s())
+            if not self.ladder.full_fits():
+                return Stop(StopKind.WALL, "no time left for another full verification")
             stagnant = 0 if selection.progressed(self.population, before) else stagnant + 1
             if stagnant >= selection.STAGNATION_GENERATIONS:
                 return Stop(StopKind.STAGNATION, f"no better variant in {stagnant} generations")

@@ -22,6 +22,7 @@ class Ledger:
         self.counts = CandidateCounts(per_stage={}, per_outcome={})
         self.trajectory: list[TrajectoryPoint] = []
         self.notes: list[str] = []
+        self._noted: set[str] = set()
         self.rung_seconds: dict[str, float] = {}
         self.stage_seconds: dict[
             str, list[float]
@@ -39,6 +40,12 @@ class Ledger:
             yield
         finally:
             self.rung_seconds[rung] = self.rung_seconds.get(rung, 0.0) + time.monotonic() - t0
+
+    def note_once(self, key: str, text: str) -> None:
+        """A note the search makes at most once, however often its cause recurs."""
+        if key not in self._noted:
+            self._noted.add(key)
+            self.notes.append(text)
 
     def seconds_per_candidate(self, rungs: tuple[str, ...]) -> float | None:
         """Wall seconds one candidate has taken through `rungs` in this search, rung by rung

@@ -55,6 +55,25 @@ class Ladder:
     def stopped(self) -> Stop | None:
         return CANCELLED if self.cancel.is_set() else self.meter.exhausted()
 
+    def verify_s(self) -> float:
+        """Wall seconds one candidate's full harness (and on a GPU its precise timing) takes in
+        this search: measured on its candidates, else on the original (its own harness and
+        timing, which ran first), else the planning figure."""
+        rungs = ("full", "timing") if self.ev.gpu else ("full",)
+        measured = self.ledger.seconds_per_candidate(rungs)
+        if measured is not None:
+            return measured
+        original = sum(
+            self.ledger.rung_seconds.get(r, 0.0) for r in ("baseline", "baseline-timing")
+        )
+        return original or (VERIFY_S_GPU if self.ev.gpu else VERIFY_S_CPU)
+
+    def full_fits(self) -> bool:
+        """Whether one more full verification fits in what the generations have left (the end
+        game's reserve stays untouched): a harness started just before the limit ran a 60 s
+        H200 search 5% past its budget."""
+        return self.verify_s() <= self.meter.left_s()
+
     def out_of_time(self, force: bool = False) -> bool:
         """Admitted candidates finish their ladder unless time runs out (or the search is cancelled)."""
         stop = self.stopped()
@@ -94,9 +113,7 @@ class Ladder:
             return []
         if not force:
             per = self.compile_s_per_candidate or DEFAULT_COMPILE_S
-            room = self.meter.left_s() - selection.MIN_KEEP * (
-                VERIFY_S_GPU if self.ev.gpu else VERIFY_S_CPU
-            )
+            room = self.meter.left_s() - selection.MIN_KEEP * self.verify_s()
             fit = max(selection.MIN_KEEP, int(room * len(self.ev.compile_devices) / per))
             for node in runnable[fit:]:
                 node.outcome = "not-run"
@@ -228,6 +245,14 @@ class Ladder:
         """The full harness, then precise timing (GPU) or the estimate (CPU): verified variants."""
         warm = self.ev.prewarm_all(smoked, [s for s in m.STAGES if s != "smoke"])
         for node in smoked:
+            if not force and not self.full_fits():
+                node.outcome = "not-run"
+                self.ledger.note_once(
+                    "no-time-for-full",
+                    f"candidates were left unverified at the end: a full verification takes "
+                    f"about {self.verify_s():.0f} s here, more than the budget had left",
+                )
+                continue
             res = self.correctness(node, "full", list(m.STAGES), force, warm)
             if res is None:
                 continue
