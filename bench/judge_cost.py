@@ -1,13 +1,17 @@
-"""What judging costs: candidates fully judged per minute by the CPU harness (all five stages).
+"""What judging costs: candidates fully judged per minute (all five harness stages, and on a GPU
+the timing too), and on a GPU the speedup an honest faster variant is measured at.
 
 Runs `verify` on the honest variants of the adversarial suite with whatever `kernelbrain` this
 Python imports, so the same script measures an older tree too:
 
-    python bench/judge_cost.py --run after --out /tmp/after.json
-    PYTHONPATH=DIR_WITH_AN_OLDER_kernelbrain python bench/judge_cost.py --run before --out ...
+    python bench/judge_cost.py --run after --out /tmp/after.json [--device cuda:0]
+    pip install -e OLDER_TREE && python bench/judge_cost.py --run before --out ...
 
-The first verify (worker start-up, imports) is left out; each candidate is judged `--repeats`
-times. The record has the fields `bench/render_benchmarks.py` reads.
+The first verify (worker start-up, imports, the device's ceilings) is left out; each candidate
+is judged `--repeats` times. On a GPU the bundled softmax is also verified against a copy of
+itself slowed by about 10% (`tests/gpu/slowdowns.py`), `--repeats` times: the speedups the
+timing measures for that honest faster variant. The record has the fields
+`bench/render_benchmarks.py` reads.
 """
 
 from __future__ import annotations
@@ -15,18 +19,43 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import json
+import os
 import platform
+import shutil
+import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))  # tests/adversarial/attacks.py: candidate texts only
+sys.path.insert(0, str(ROOT))  # tests/: candidate texts only
 
 from kernelbrain.engine.evaluate.pool import WorkerPool  # noqa: E402
 from kernelbrain.engine.evaluate.verify import verify  # noqa: E402
 from kernelbrain.engine.task import find_task  # noqa: E402
 from tests.adversarial.attacks import BASE, HONEST, SOURCE  # noqa: E402
+from tests.gpu.slowdowns import EXAMPLES, slowed_softmax  # noqa: E402
+
+
+def honest_speedups(pool: WorkerPool, device: str, repeats: int) -> list[float]:
+    """The measured speedup of the bundled softmax over its slowed copy, `repeats` times."""
+    with tempfile.TemporaryDirectory() as tmp:
+        workspace = Path(tmp) / "examples"
+        shutil.copytree(
+            EXAMPLES, workspace, ignore=shutil.ignore_patterns(".kernelbrain", "__pycache__")
+        )
+        path = workspace / "ops" / "softmax.py"
+        fast = path.read_text()
+        path.write_text(slowed_softmax(fast))
+        task = find_task(path, "softmax_kernel")
+        out = []
+        for i in range(repeats):
+            report = verify(pool, task, fast + f"\n# repeat {i}\n", device)
+            if not report.accepted or report.timing is None:
+                raise SystemExit(f"the honest faster variant was refused: {report.message}")
+            out.append(report.timing.speedup)
+        return out
 
 
 def main() -> int:
@@ -34,37 +63,55 @@ def main() -> int:
     ap.add_argument("--run", required=True, help="a label for this tree, e.g. before / after")
     ap.add_argument("--out", type=Path, required=True)
     ap.add_argument("--repeats", type=int, default=2)
+    ap.add_argument("--device", default="cpu")
+    ap.add_argument("--tree", default=None, help="what the tree is, for the table")
     args = ap.parse_args()
     import torch
     import triton
 
     import kernelbrain.engine as engine
 
+    gpu = args.device.startswith("cuda")
     task = find_task(BASE, "softmax_kernel")
     seconds, accepted = [], 0
     with WorkerPool() as pool:
-        verify(pool, task, SOURCE + "\n# warm-up\n", "cpu")
+        verify(pool, task, SOURCE + "\n# warm-up\n", args.device)
         for _ in range(args.repeats):
             for source in HONEST.values():
                 t0 = time.perf_counter()
-                report = verify(pool, task, source, "cpu")
+                report = verify(pool, task, source, args.device)
                 seconds.append(time.perf_counter() - t0)
                 accepted += report.accepted
+        speedups = honest_speedups(pool, args.device, args.repeats) if gpu else []
+    if gpu:
+        name = subprocess.run(
+            ["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"],
+            capture_output=True,
+            text=True,
+        ).stdout.strip()
+        op = "softmax (adversarial fixture), harness + timing on the GPU"
+    else:
+        name = f"none: {platform.machine()} CPU, {os.cpu_count()} cores"
+        op = "softmax (adversarial fixture), CPU interpreter"
+    command = f"python bench/judge_cost.py --run {args.run} --repeats {args.repeats}"
     record = {
         "kind": "judge-cost",
         "run": args.run,
         "date": dt.date.today().isoformat(),
-        "op": "softmax (adversarial fixture), CPU interpreter",
-        "gpu": f"none: {platform.machine()} CPU, {__import__('os').cpu_count()} cores",
+        "op": op,
+        "device": args.device,
+        "gpu": name,
         "versions": f"python {platform.python_version()} torch {torch.__version__} "
         f"triton {triton.__version__}",
-        "command": f"python bench/judge_cost.py --run {args.run} --repeats {args.repeats}",
-        "tree": str(Path(engine.__file__).resolve().parents[1].name),
+        "command": command + (f" --device {args.device}" if gpu else ""),
+        "tree": args.tree or str(Path(engine.__file__).resolve().parents[1].name),
         "candidates": len(seconds),
         "accepted": accepted,
         "seconds_per_candidate": sum(seconds) / len(seconds),
         "candidates_per_minute": 60 * len(seconds) / sum(seconds),
     }
+    if speedups:
+        record["honest_speedups"] = speedups
     args.out.write_text(json.dumps(record, indent=1) + "\n")
     print(json.dumps(record, indent=1))
     return 0

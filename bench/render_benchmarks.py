@@ -90,17 +90,36 @@ def ladder_table() -> list[str]:
 
 def judge_table() -> list[str]:
     out = [
-        "### What judging costs (CPU harness, all five stages, honest variants of the softmax "
-        "fixture)",
+        "### What judging costs (all five harness stages, and on the GPU the timing too; honest "
+        "variants of the softmax fixture)",
         "",
-        "| tree | candidates | s per candidate | judged per minute | run |",
-        "|---|---|---|---|---|",
+        "| device | tree | candidates | s per candidate | judged per minute | honest faster "
+        "variant measured at | run |",
+        "|---|---|---|---|---|---|---|",
     ]
     rows = [json.loads(p.read_text()) for p in sorted(RESULTS.glob("judge-cost-*.json"))]
     for r in (r for r in rows if r.get("kind") == "judge-cost"):  # in file order: before, after
+        speedups = r.get("honest_speedups") or []
+        measured = ", ".join(f"{x:.3f}×" for x in speedups) if speedups else "–"
         out.append(
-            f"| {r['tree']} | {r['candidates']} | {fmt(r['seconds_per_candidate'], '.3f')} | "
-            f"{fmt(r['candidates_per_minute'], '.0f')} | {r['run']} ({r['date']}) |"
+            f"| {r.get('gpu') if r.get('device', 'cpu') != 'cpu' else 'CPU interpreter'} | "
+            f"{r['tree']} | {r['candidates']} | {fmt(r['seconds_per_candidate'], '.3f')} | "
+            f"{fmt(r['candidates_per_minute'], '.0f')} | {measured} | {r['run']} ({r['date']}) |"
+        )
+    out += [
+        "",
+        "### The search's throughput, before and after the judge (softmax, 90 s budget, one H200)",
+        "",
+        "| tree | fully judged | s judging them | judged per minute | smoke-checked per minute "
+        "| wall / budget | run |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    rows = [json.loads(p.read_text()) for p in sorted(RESULTS.glob("judge-search-*.json"))]
+    for r in rows:
+        out.append(
+            f"| {r['tree']} | {r['fully_judged']} | {fmt(r['judging_seconds'], '.1f')} | "
+            f"{fmt(r['judged_per_minute'], '.2f')} | {fmt(r['smoke_per_minute'], '.1f')} | "
+            f"{fmt(r['wall_s'], '.0f')} / {r['budget_s']} s | {r['run']} ({r['date']}) |"
         )
     return out + [""]
 
