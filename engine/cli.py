@@ -19,8 +19,46 @@ EXIT_FINDINGS = 1
 EXIT_USAGE = 2
 
 
+OPTIMIZE_EXITS = """exit status:
+  0  the search ran (whether or not it found a faster variant)
+  1  the original kernel fails its own harness
+  2  usage or harness error: bad arguments, no or a broken harness config, or a harness whose
+     reference, inputs or small inputs raise (the message says which)
+with --json, a failure prints one object: {"error": {"kind", "message", "exit"}}"""
+VERIFY_EXITS = """exit status:
+  0  the candidate is accepted
+  1  the candidate is rejected (the report says at which stage and why)
+  2  usage or harness error (the harness's reference, inputs or small inputs raise)
+with --json, a usage or harness-config failure prints {"error": {"kind", "message", "exit"}}"""
+
+
 class UsageError(Exception):
-    """Bad arguments discovered after parsing (missing file, unknown kernel, …): exit 2."""
+    """Bad arguments discovered after parsing (missing file, unknown kernel, …) or a broken
+    harness config (`kind` "harness"): exit 2."""
+
+    def __init__(self, message: str, kind: str = "usage"):
+        super().__init__(message)
+        self.kind = kind
+
+
+def _fail(args: argparse.Namespace, kind: str, message: str, code: int) -> None:
+    """Say why a command failed on stderr and, under `--json`, as the one object on stdout
+    (`{"error": {"kind", "message", "exit"}}`), so a script reading the JSON always gets one."""
+    print(f"kernelbrain: error: {message}", file=sys.stderr)
+    if getattr(args, "json", False):
+        import json
+
+        print(json.dumps({"error": {"kind": kind, "message": message, "exit": code}}, indent=2))
+
+
+def _harness_exit(reason: str | None, accepted: bool) -> int:
+    """0 accepted; 2 when the harness is at fault (its reference, inputs or small inputs);
+    1 when the kernel checked is."""
+    from .evaluate.messages import HARNESS_REASONS
+
+    if accepted:
+        return EXIT_OK
+    return EXIT_USAGE if reason in HARNESS_REASONS else EXIT_FINDINGS
 
 
 def _cmd_check(args: argparse.Namespace) -> int:
@@ -54,7 +92,7 @@ def _task(target: str):
     try:
         return find_task(path, kernel)
     except TaskError as exc:
-        raise UsageError(str(exc)) from exc
+        raise UsageError(str(exc), "harness") from exc
 
 
 def _device(requested: str | None) -> str:
@@ -94,7 +132,7 @@ def _cmd_verify(args: argparse.Namespace) -> int:
         print(msgspec.json.format(msgspec.json.encode(report), indent=2).decode())
     else:
         print_verify(report)
-    return EXIT_OK if report.accepted else EXIT_FINDINGS
+    return _harness_exit(report.reason, report.accepted)
 
 
 def _cmd_bench(args: argparse.Namespace) -> int:
@@ -150,7 +188,7 @@ def _cmd_bench(args: argparse.Namespace) -> int:
             print(
                 "No timing: there is no GPU here, and the CPU interpreter only checks correctness."
             )
-    return EXIT_OK if harness.accepted else EXIT_FINDINGS
+    return _harness_exit(harness.reason, harness.accepted)
 
 
 def _cmd_profile(args: argparse.Namespace) -> int:
@@ -211,7 +249,7 @@ def _cmd_init(args: argparse.Namespace) -> int:
     try:
         result = scaffold(path, kernel)
     except TaskError as exc:
-        raise UsageError(str(exc)) from exc
+        raise UsageError(str(exc), "harness") from exc
     verb = "created" if result.created_config else "updated"
     print(f"{verb} {result.config} with a [[tasks]] entry for {kernel} (entry `{result.entry}`)")
     print(
@@ -247,8 +285,9 @@ def _cmd_optimize(args: argparse.Namespace) -> int:
         else:
             result = _run_with_progress(request, task)
     except SearchError as exc:
-        print(f"kernelbrain: {exc}", file=sys.stderr)
-        return EXIT_FINDINGS
+        code = EXIT_USAGE if exc.harness else EXIT_FINDINGS
+        _fail(args, "harness" if exc.harness else "original", str(exc), code)
+        return code
     if args.report:
         from .report_html import render
 
@@ -349,7 +388,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(handler=_cmd_check)
 
     p = sub.add_parser(
-        "verify", help="run the policy gate and the correctness harness on a candidate module"
+        "verify",
+        help="run the policy gate and the correctness harness on a candidate module",
+        epilog=VERIFY_EXITS,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument("target", metavar="FILE::KERNEL")
     p.add_argument(
@@ -398,7 +440,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("target", metavar="FILE::KERNEL")
     p.set_defaults(handler=_cmd_init)
 
-    p = sub.add_parser("optimize", help="search for verified faster variants of a kernel")
+    p = sub.add_parser(
+        "optimize",
+        help="search for verified faster variants of a kernel",
+        epilog=OPTIMIZE_EXITS,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     p.add_argument("target", metavar="FILE[::KERNEL]")
     p.add_argument(
         "--budget",
@@ -441,7 +488,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return args.handler(args)
     except UsageError as exc:
-        print(f"kernelbrain: error: {exc}", file=sys.stderr)
+        _fail(args, exc.kind, str(exc), EXIT_USAGE)
         return EXIT_USAGE
     except KeyboardInterrupt:
         return 130

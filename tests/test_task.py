@@ -138,12 +138,17 @@ def test_reference_in_another_module(tmp_path):
         (
             'file = "ops/scale.py"\nkernel = 3\nreference = "scale_ref"\ninputs = "scale_inputs"',
             "config",
-            "Expected `str`, got `int`",
+            "kernelbrain.toml:3: [[tasks]] entry 1: Expected `str`, got `int`",
         ),
         (
             'file = "ops/scale.py"\nkernel = "scale_kernel"\nreference = "scale_ref"\ninputs = "scale_inputs"\nbogus = 1',
             "config",
-            "unknown field `bogus`",
+            "kernelbrain.toml:6: [[tasks]] entry 1: unknown field `bogus` (the fields are: file,",
+        ),
+        (
+            'file = "ops/scale.py"\nkernel = "scale_kernel"\nrefrence = "scale_ref"\ninputs = "scale_inputs"',
+            "config",
+            "kernelbrain.toml:4: [[tasks]] entry 1: unknown field `refrence`; did you mean `reference`?",
         ),
     ],
 )

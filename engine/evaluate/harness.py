@@ -239,8 +239,12 @@ class LocalRunner:
     """Runs an entry in this process: the original checking itself in the judge, and the runner
     process serving `RunCandidate` for the candidate it imported."""
 
-    def __init__(self, harness: "Harness", entry: Callable, who: str = "candidate"):
-        self.harness, self.entry, self.who = harness, entry, who
+    def __init__(
+        self, harness: "Harness", entry: Callable, who: str = "candidate", under_test: bool = True
+    ):
+        """`who` names the entry in messages; `under_test`: its failures are its own (the
+        candidate, or the original checking itself), not the harness's."""
+        self.harness, self.entry, self.who, self.under_test = harness, entry, who, under_test
 
     def prepare(self) -> None:
         """Nothing to load: the entry is here."""
@@ -268,7 +272,9 @@ class LocalRunner:
         clones = shapes.clone_args(args)
         mode = AuditMode()
         before = audit.launch_count()
-        out = self.harness._call(self.entry, clones, self.who, mode, clone=False)
+        out = self.harness._call(
+            self.entry, clones, self.who, mode, clone=False, under_test=self.under_test
+        )
         return Run(
             self.harness.choice.describe(),
             out,
@@ -461,7 +467,8 @@ class Harness:
             self.runner = RemoteRunner(self.req, self.device, self.exchange)
             self.runner.prepare()
         else:
-            self.runner = LocalRunner(self, self.entry)
+            who = "candidate" if self.req.candidate is not None else "the original kernel"
+            self.runner = LocalRunner(self, self.entry, who)
 
     def _function(self, ref: str, roots: list[str]):
         path, name = ref.rsplit(":", 1)
@@ -561,8 +568,16 @@ class Harness:
             torch.cuda.synchronize()
 
     def _call(
-        self, fn: Callable, args, who: str, audit: AuditMode | None = None, clone: bool = True
+        self,
+        fn: Callable,
+        args,
+        who: str,
+        audit: AuditMode | None = None,
+        clone: bool = True,
+        under_test: bool = False,
     ):
+        """`fn` on (a clone of) `args`. Whatever raises in the entry under test is its failure;
+        in the reference, the inputs or the original run for comparison it is the harness's."""
         try:
             call_args = shapes.clone_args(args) if clone else args
             with torch.no_grad():
@@ -576,7 +591,7 @@ class Harness:
         except Exception as exc:
             reason, fatal = classify_exception(exc)
             message = f"{who} raised {type(exc).__name__}: {exc}"
-            if who == "candidate":
+            if under_test:
                 cls = FatalDeviceError if fatal else HarnessFailure
                 raise cls(reason, message + "\n" + _short_traceback(exc)) from exc
             if fatal:
@@ -592,7 +607,7 @@ class Harness:
         argument or returns one."""
         key = tuple(str(a.dtype) for a in args if isinstance(a, torch.Tensor))
         if key not in self._original_outputs:
-            run = LocalRunner(self, self.original_entry, "original").once(args)
+            run = LocalRunner(self, self.original_entry, "original", under_test=False).once(args)
             self._original_outputs[key] = run.output
             self._original_ops = (self._original_ops or set()) | run.ops
             self._original_launches = max(self._original_launches, run.launches)
@@ -697,6 +712,17 @@ class Harness:
                 "(the original returns fresh tensors)",
             )
 
+    def _original_disagrees(self, args, expected, scale: float) -> bool:
+        """Whether the original's output differs from the reference's in structure (count of
+        values, types or shapes) on these inputs."""
+        if self.req.candidate is None:
+            return True  # the output checked is the original's
+        out, err = self.try_original(args)
+        if err is not None:
+            return False
+        verdict = compare(out, expected, self.task.rtol, self.task.atol, scale)
+        return not verdict.ok and verdict.reason in ("shape", "type")
+
     def _check_run(
         self, stage: str, label: str, args, desc: str, expected, original_out, scale: float, run
     ) -> None:
@@ -735,6 +761,20 @@ class Harness:
             result.elements,
         )
         self.cases.append(case)
+        if (
+            not result.ok
+            and result.reason in ("shape", "type")
+            and self._original_disagrees(args, expected, scale)
+        ):
+            # The original and the reference return different structures: values may be wrong
+            # in either, but a structure they disagree on is the harness's to fix.
+            raise HarnessFailure(
+                "harness-error",
+                f"{stage} stage, {label} ({desc}): the kernel's entry and the harness's "
+                f"reference return different outputs ({result.message}): check that the "
+                "reference computes what the entry returns",
+                case,
+            )
         if not result.ok:
             raise HarnessFailure(
                 result.reason or "mismatch",

@@ -17,6 +17,9 @@ from ..task.spec import Task
 STAGES = ("smoke", "sweep", "stability", "determinism", "edge")
 # Reasons after which the worker's device context is unusable: it exits after answering.
 FATAL_REASONS = frozenset({"illegal-memory-access", "cuda-error"})
+# Reasons that put the fault in the harness (its reference, inputs or small inputs raise, or the
+# reference and the entry disagree on the output's structure), not in the kernel checked.
+HARNESS_REASONS = frozenset({"harness-error", "harness-incomplete"})
 
 
 class Ceilings(msgspec.Struct, tag="ceilings_result"):

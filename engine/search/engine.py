@@ -45,7 +45,13 @@ END_RESERVE_CAP_FRACTION = 0.5  # of the wall budget, at most, whatever it costs
 
 
 class SearchError(Exception):
-    """The search cannot start (the original fails its own harness, no harness, ...)."""
+    """The search cannot start: the original fails its own harness, or (`harness`) the harness
+    itself is broken (its reference, inputs or small inputs raise, or the reference and the
+    entry disagree on the output's structure)."""
+
+    def __init__(self, message: str, harness: bool = False):
+        super().__init__(message)
+        self.harness = harness
 
 
 class Search:
@@ -137,12 +143,25 @@ class Search:
         ev.await_prewarm(ev.prewarm_all([root], list(m.STAGES)), root.id)
         with self.ledger.timed("baseline"):
             result = ev.harness(None, list(m.STAGES), "baseline")
+        if not result.accepted and result.reason in m.HARNESS_REASONS:
+            raise SearchError(
+                f"harness error ({result.stage} stage): {result.message}", harness=True
+            )
         if not result.accepted:
             raise SearchError(
                 f"the original kernel fails its own harness ({result.stage}: {result.reason}): "
                 f"{result.message}"
             )
         ev.specialize_and_compile(root, ev.compile_devices[0])
+        if not self.gpu and not (root.spec and root.spec.cases):
+            # Without a GPU the benchmark cases exist only as this dry run: nothing to rank on.
+            why = root.spec.error if root.spec and root.spec.error else "no cases"
+            raise SearchError(
+                f"harness error: the benchmark inputs (`{self.task.inputs.rsplit(':', 1)[-1]}`) "
+                "could not be "
+                f"drawn for a dry run: {why}",
+                harness=True,
+            )
         self.baseline_facts = root.facts
         root.estimate_us = ev.estimate(root)
         pop.baseline_est = root.estimate_us or []

@@ -9,6 +9,8 @@ Pure `ast` and TOML: no torch, no triton, nothing of the user's is executed.
 from __future__ import annotations
 
 import ast
+import difflib
+import re
 import tomllib
 from pathlib import Path
 from typing import Iterator
@@ -54,10 +56,45 @@ def load_tasks(config: Path) -> list[TaskSpec]:
     else:
         raw = data.get("tasks", [])
         where = "[[tasks]]"
-    try:
-        return msgspec.convert(raw, list[TaskSpec])
-    except msgspec.ValidationError as exc:
-        raise TaskError(f"{_rel(config)}: {where}: {exc}", "config") from exc
+    if not isinstance(raw, list):
+        raise TaskError(f"{_rel(config)}: {where} must be an array of tables", "config")
+    specs = []
+    for i, table in enumerate(raw):
+        if not isinstance(table, dict):
+            raise TaskError(f"{_rel(config)}: {where} entry {i + 1} is not a table", "config")
+        unknown = sorted(set(table) - set(TaskSpec.__struct_fields__))
+        if unknown:
+            key = unknown[0]
+            near = difflib.get_close_matches(key, TaskSpec.__struct_fields__, n=1, cutoff=0.6)
+            hint = f"; did you mean `{near[0]}`?" if near else ""
+            raise TaskError(
+                f"{_rel(config)}:{_key_line(config, where, i, key)}: {where} entry {i + 1}: "
+                f"unknown field `{key}`{hint} (the fields are: "
+                f"{', '.join(TaskSpec.__struct_fields__)})",
+                "config",
+            )
+        try:
+            specs.append(msgspec.convert(table, TaskSpec))
+        except msgspec.ValidationError as exc:
+            field = re.search(r"at `\$\.(\w+)", str(exc))
+            line = _key_line(config, where, i, field.group(1)) if field else None
+            place = f":{line}" if line else ""
+            raise TaskError(
+                f"{_rel(config)}{place}: {where} entry {i + 1}: {exc}", "config"
+            ) from exc
+    return specs
+
+
+def _key_line(config: Path, header: str, index: int, key: str) -> int | None:
+    """The 1-based line of `key = ...` in the `index`-th `header` table of `config`."""
+    seen = -1
+    pattern = re.compile(rf"^\s*{re.escape(key)}\s*=")
+    for n, line in enumerate(config.read_text(encoding="utf-8").splitlines(), 1):
+        if line.strip().replace(" ", "") == header:
+            seen += 1
+        elif seen == index and pattern.match(line):
+            return n
+    return None
 
 
 _SPEC_CACHE: dict[Path, tuple[float, list[TaskSpec]]] = {}
