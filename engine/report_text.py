@@ -37,6 +37,8 @@ def print_verify(report) -> None:
             "stages: "
             + ", ".join(f"{s.name} {_status(s.passed)} ({s.cases})" for s in report.stages)
         )
+    for note in getattr(report, "notes", []):
+        console.print(f"note: {note}")
     if report.timing is not None:
         t = Table(
             "case", "baseline ms", "candidate ms", "speedup", "95% CI", "p", "noise", "verdict"

@@ -271,6 +271,7 @@ class HarnessResult(msgspec.Struct, tag="harness_result"):
     # Bytes of the reference's outputs per benchmark case, by timing label (GPU harnesses): what
     # every timed run must write, known from the judge, never from the candidate's runner.
     output_bytes: dict[str, int] = {}
+    notes: list[str] = []  # e.g. how far the original deviates from the reference, and where
 
 
 class CaseTiming(msgspec.Struct):

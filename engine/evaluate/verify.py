@@ -40,6 +40,7 @@ class VerifyReport(msgspec.Struct):
     timing: m.TimingResult | None = None
     torch_ops: list[str] = []
     line: int | None = None  # candidate line of a gate rejection
+    notes: list[str] = []  # what the harness wants the user to know about the verdict
 
 
 def harness_timeout(device: str) -> float:
@@ -153,6 +154,7 @@ def verify(
         cases=result.cases,
         stages=result.stages,
         torch_ops=result.torch_ops,
+        notes=result.notes,
     )
     if result.accepted and timing and is_gpu(device):
         if ceilings is None:

@@ -152,6 +152,7 @@ class Search:
                 f"the original kernel fails its own harness ({result.stage}: {result.reason}): "
                 f"{result.message}"
             )
+        self.ledger.notes.extend(result.notes)
         ev.specialize_and_compile(root, ev.compile_devices[0])
         if not self.gpu and not (root.spec and root.spec.cases):
             # Without a GPU the benchmark cases exist only as this dry run: nothing to rank on.

@@ -1,0 +1,53 @@
+"""The original as the accuracy oracle: an original that deviates from its reference within 10x
+the tolerance (TF32 in `tl.dot`, another summation order) stands, with a note saying how far and
+where, and candidates are held to no worse than it; a grossly wrong original is refused with how
+far off it is. `verify` and the search's harness share the verdict (one harness)."""
+
+from __future__ import annotations
+
+import pytest
+
+from kernelbrain.engine.evaluate.pool import WorkerPool
+from kernelbrain.engine.evaluate.verify import run_harness, verify
+from kernelbrain.engine.task import find_task
+
+from .test_harness_errors import KERNEL, workspace
+
+KERNEL_LINE = "mask=offs < n) * 2"
+
+
+def scaled(factor: str) -> str:
+    """The scale kernel multiplying by `factor` where the reference multiplies by 2."""
+    return KERNEL.replace("FACTOR", "2").replace(KERNEL_LINE, f"mask=offs < n) * {factor}")
+
+
+@pytest.fixture(scope="module")
+def pool():
+    with WorkerPool() as p:
+        yield p
+
+
+def test_an_original_slightly_off_its_reference_stands_and_bounds_candidates(pool, tmp_path):
+    # 3e-4 relative off an fp32 reference (rtol 1e-4): within 5x the tolerance
+    ws = workspace(tmp_path, (KERNEL_LINE, "mask=offs < n) * 2.0006"))
+    task = find_task(ws / "ops" / "scale.py", "scale_kernel")
+    original = run_harness(pool, task, None, "cpu")
+    assert original.accepted, original.message
+    assert len(original.notes) == 1 and "up to 5x the tolerance" in original.notes[0]
+    assert "no worse than the original" in original.notes[0]
+    exact = verify(pool, task, scaled("2"), "cpu")
+    assert exact.accepted, exact.message  # more accurate than the original: fine
+    twice_as_far = verify(pool, task, scaled("2.0012"), "cpu")
+    assert twice_as_far.accepted, twice_as_far.message
+    assert any("no worse than the original" in c.message for c in twice_as_far.cases)
+    ten_times_as_far = verify(pool, task, scaled("2.006"), "cpu")
+    assert (ten_times_as_far.accepted, ten_times_as_far.reason) == (False, "mismatch")
+
+
+def test_a_grossly_wrong_original_is_refused_with_how_far_off_it_is(pool, tmp_path):
+    ws = workspace(tmp_path, (KERNEL_LINE, "mask=offs < n) * 2.02"))
+    task = find_task(ws / "ops" / "scale.py", "scale_kernel")
+    original = run_harness(pool, task, None, "cpu")
+    assert (original.accepted, original.reason) == (False, "mismatch")
+    assert "more than 10x the tolerance off the reference" in original.message
+    assert original.notes == []
