@@ -1,7 +1,9 @@
-"""The original as the accuracy oracle: an original that deviates from its reference within 10x
-the tolerance (TF32 in `tl.dot`, another summation order) stands, with a note saying how far and
-where, and candidates are held to no worse than it; a grossly wrong original is refused with how
-far off it is. `verify` and the search's harness share the verdict (one harness)."""
+"""The original as the oracle. Of accuracy: an original that deviates from its reference within
+10x the tolerance (TF32 in `tl.dot`, another summation order) stands, with a note saying how far
+and where, and candidates are held to no worse than it; a grossly wrong original is refused with
+how far off it is (`verify` and the search share the verdict: one harness). Of behaviour: what
+the original does on a case (PyTorch ops, launches) is learned on that case before a candidate
+is blamed for doing the same."""
 
 from __future__ import annotations
 
@@ -51,3 +53,23 @@ def test_a_grossly_wrong_original_is_refused_with_how_far_off_it_is(pool, tmp_pa
     assert (original.accepted, original.reason) == (False, "mismatch")
     assert "more than 10x the tolerance off the reference" in original.message
     assert original.notes == []
+
+
+def test_what_the_original_does_is_learned_on_the_case_itself(pool, tmp_path):
+    """An original that computes with PyTorch only above a size (here a rescale past 100
+    elements) does so on the sweep's larger cases, not on the first small case: a copy of it is
+    accepted (its ops are the original's on that case), while a candidate that adds PyTorch
+    compute the original never does is still refused."""
+    branch = (
+        "        return out\n",
+        "        if x.numel() > 100:\n            out = out * 1.0\n        return out\n",
+    )
+    ws = workspace(tmp_path, tuple(s.replace("        ", "    ") for s in branch))
+    task = find_task(ws / "ops" / "scale.py", "scale_kernel")
+    source = (ws / "ops" / "scale.py").read_text()
+    copy = verify(pool, task, source + "\n# a copy\n", "cpu")
+    assert copy.accepted, copy.message
+    added = source.replace("    return out\n", "    out = out + 0.0\n    return out\n", 1)
+    assert added != source
+    refused = verify(pool, task, added, "cpu")
+    assert (refused.accepted, refused.reason) == (False, "torch-fallback"), refused.message

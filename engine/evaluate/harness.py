@@ -691,34 +691,63 @@ class Harness:
         return self._next_config - 1
 
     def _behaves_like_the_original(self, desc: str, args, run: Run) -> None:
-        """What a candidate may not do unless the original does it too."""
-        extra = run.ops - (self._original_ops or set())
+        """What a candidate may not do unless the original does it too. What the original does
+        can depend on the case (a branch on the size, an early return), so before a candidate
+        is blamed, the original runs on that very case and its behaviour there counts too."""
+        seen = (
+            self._original_ops or set(),
+            self._original_launches > 0,
+            self._original_mutates,
+            self._original_aliases,
+        )
+        if self._misbehaviour(desc, args, run, *seen) is None:
+            return
+        here = LocalRunner(self, self.original_entry, "original", under_test=False).once(args)
+        problem = self._misbehaviour(
+            desc,
+            args,
+            run,
+            seen[0] | here.ops,
+            here.launches > 0,
+            seen[2] or not bitwise_equal(args, here.args_after),
+            seen[3] or bool(here.aliases),
+        )
+        if problem is not None:
+            if problem.reason == "torch-fallback":
+                self.extra_ops |= run.ops - seen[0] - here.ops
+            raise problem
+
+    @staticmethod
+    def _misbehaviour(
+        desc: str, args, run: Run, ops: set[str], launches: bool, mutates: bool, aliases: bool
+    ) -> HarnessFailure | None:
+        extra = run.ops - ops
         if extra:
-            self.extra_ops |= extra
-            raise HarnessFailure(
+            return HarnessFailure(
                 "torch-fallback",
                 f"on {desc}: the candidate computes with PyTorch "
                 f"({', '.join(sorted('aten.' + o for o in extra))}) instead of its "
                 "Triton kernels",
             )
-        if run.launches == 0 and self._original_launches > 0:
-            raise HarnessFailure(
+        if run.launches == 0 and launches:
+            return HarnessFailure(
                 "no-triton-launch",
                 f"on {desc}: the candidate returned a result without launching any Triton "
                 "kernel (the original launches one)",
             )
-        if not self._original_mutates and not bitwise_equal(args, run.args_after):
-            raise HarnessFailure(
+        if not mutates and not bitwise_equal(args, run.args_after):
+            return HarnessFailure(
                 "mutated-input",
                 f"on {desc}: the candidate changed its input arguments (the original leaves "
                 "them as they were): the caller's tensors would be destroyed",
             )
-        if run.aliases and not self._original_aliases:
-            raise HarnessFailure(
+        if run.aliases and not aliases:
+            return HarnessFailure(
                 "aliased-output",
                 f"on {desc}: output {run.aliases[0]} shares storage with an input argument "
                 "(the original returns fresh tensors)",
             )
+        return None
 
     def _deviation(self, original_out, expected, scale: float) -> float | None:
         """The least of ORACLE_SCALES by which the tolerance must widen for the original's

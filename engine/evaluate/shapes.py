@@ -2,8 +2,10 @@
 
 A case is a tuple of entry arguments. Every distinct tensor dimension size is a "symbol"; a
 perturbation changes one symbol everywhere it occurs (so `matmul(a[M,K], b[K,N])` keeps K
-consistent) and redraws the tensors with the same dtype and kind of values. Integer tensors whose
-values all lie below some dimension size are treated as indices into it and redrawn in range.
+consistent) and redraws the tensors with the same dtype and kind of values, `requires_grad`
+kept. Integer tensors whose values all lie below some dimension size are treated as indices into
+it and redrawn in range; a few distinct negative values among them (an `ignore_index` of -100)
+are sentinels, kept.
 """
 
 from __future__ import annotations
@@ -32,11 +34,31 @@ def symbols(args) -> list[int]:
     return sorted(sizes, reverse=True)
 
 
+# Negative values an integer tensor holds at most this many distinct of are sentinels (an
+# `ignore_index` of -100, a padding id of -1), kept as they are; more are a value range.
+MAX_SENTINELS = 2
+
+
+def _sentinels(t: torch.Tensor) -> tuple[int, ...]:
+    """The negative values of an integer tensor that stand for something (see MAX_SENTINELS)."""
+    if t.dtype.is_floating_point or t.dtype == torch.bool or t.numel() == 0:
+        return ()
+    negative = torch.unique(t[t < 0]).tolist()
+    return tuple(int(v) for v in negative) if 0 < len(negative) <= MAX_SENTINELS else ()
+
+
+def _marked(t: torch.Tensor, sentinels: tuple[int, ...]) -> torch.Tensor:
+    return torch.isin(t, torch.tensor(sentinels, dtype=t.dtype, device=t.device))
+
+
 def _index_bound(t: torch.Tensor, sizes: list[int]) -> int | None:
-    """The dimension size an integer tensor indexes into, if its values say so."""
+    """The dimension size an integer tensor indexes into, if its values (sentinels aside) say so."""
     if t.dtype.is_floating_point or t.dtype == torch.bool or t.numel() == 0:
         return None
-    lo, hi = int(t.min()), int(t.max())
+    values = t[~_marked(t, _sentinels(t))]
+    if values.numel() == 0:
+        return None
+    lo, hi = int(values.min()), int(values.max())
     if lo < 0:
         return None
     fits = [s for s in sizes if hi < s]
@@ -46,19 +68,32 @@ def _index_bound(t: torch.Tensor, sizes: list[int]) -> int | None:
 def _redraw(
     t: torch.Tensor, shape: tuple[int, ...], bound: int | None, generator: torch.Generator
 ) -> torch.Tensor:
+    """A new tensor of `shape` with the values `t` shows: floats drawn alike, booleans, indices
+    below `bound`, other integers in `t`'s range; sentinels (`_sentinels`) kept at about the
+    share of elements they hold in `t` (at least one where `t` has one and there is room); its
+    `requires_grad` kept."""
     if t.dtype.is_floating_point:
         x = torch.randn(shape, generator=generator, dtype=torch.float32)
-        return x.to(device=t.device, dtype=t.dtype)
+        return x.to(device=t.device, dtype=t.dtype).requires_grad_(t.requires_grad)
     if t.dtype == torch.bool:
         return (torch.rand(shape, generator=generator) > 0.5).to(t.device)
+    sentinels = _sentinels(t)
+    marked = _marked(t, sentinels)
+    values = t[~marked]
     if bound is not None:
-        return torch.randint(0, max(bound, 1), shape, generator=generator, dtype=t.dtype).to(
-            t.device
-        )
-    lo, hi = (int(t.min()), int(t.max()) + 1) if t.numel() else (0, 2)
-    return torch.randint(lo, max(hi, lo + 1), shape, generator=generator, dtype=t.dtype).to(
-        t.device
-    )
+        lo, hi = 0, max(bound, 1)
+    elif values.numel():
+        lo, hi = int(values.min()), int(values.max()) + 1
+    else:
+        lo, hi = 0, 2
+    out = torch.randint(lo, max(hi, lo + 1), shape, generator=generator, dtype=t.dtype)
+    if sentinels and out.numel() > 1:
+        share = float(marked.float().mean())
+        where = torch.rand(shape, generator=generator) < share
+        where.view(-1)[0] = True  # at least one, so the sentinel's path is exercised
+        choice = torch.randint(0, len(sentinels), shape, generator=generator)
+        out = torch.where(where, torch.tensor(sentinels, dtype=t.dtype)[choice], out)
+    return out.to(t.device)
 
 
 def resize(args, old: int, new: int, generator: torch.Generator):
@@ -124,9 +159,8 @@ def non_contiguous(args):
     for a in args:
         if isinstance(a, torch.Tensor) and a.dim() >= 2 and a.is_floating_point():
             wide = torch.empty(*a.shape[:-1], 2 * a.shape[-1], dtype=a.dtype, device=a.device)
-            view = wide[..., ::2]
-            view.copy_(a)
-            out.append(view)
+            wide[..., ::2].copy_(a.detach())
+            out.append(wide.requires_grad_(a.requires_grad)[..., ::2])
             changed = True
         else:
             out.append(a)
@@ -169,7 +203,7 @@ def scaled(args, kind: str, seed: int):
         elif kind == "neg-inf":
             mask = torch.rand(x.shape, generator=g) < 0.02
             x = torch.where(mask, torch.full_like(x, float("-inf")), x)
-        out.append(x.to(device=a.device, dtype=a.dtype))
+        out.append(x.to(device=a.device, dtype=a.dtype).requires_grad_(a.requires_grad))
     return tuple(out)
 
 

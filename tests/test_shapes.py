@@ -1,0 +1,49 @@
+"""Derived test cases keep what the user's inputs show: an index tensor's range and its sentinel
+values (an `ignore_index` of -100), sizes tied across arguments, and `requires_grad`."""
+
+from __future__ import annotations
+
+import torch
+
+from kernelbrain.engine.evaluate import shapes
+
+
+def targets_with_ignored_rows(n: int = 64, vocab: int = 1000) -> torch.Tensor:
+    g = torch.Generator().manual_seed(0)
+    t = torch.randint(0, vocab, (n,), generator=g)
+    t[::8] = -100
+    return t
+
+
+def test_perturbed_targets_stay_valid_classes_or_the_ignore_index():
+    logits, targets = torch.randn(64, 1000), targets_with_ignored_rows()
+    derived = shapes.odd_sizes((logits, targets), [1024], seed=3) + shapes.size_one(
+        (logits, targets), seed=3
+    )
+    assert derived
+    for label, (x, t) in derived:
+        assert t.shape[0] == x.shape[0], label  # the row count is one symbol: kept consistent
+        valid = (t == -100) | ((t >= 0) & (t < x.shape[1]))
+        assert bool(valid.all()), (label, t[~valid][:5])
+        if t.numel() > 1:
+            assert bool((t == -100).any()), label  # the sentinel's path is still exercised
+
+
+def test_a_range_of_negative_values_is_a_range_not_sentinels():
+    offsets = torch.arange(-50, 50)
+    big = shapes.resize((offsets,), 100, 300, torch.Generator().manual_seed(1))[0]
+    assert big.shape == (300,) and int(big.min()) >= -50 and int(big.max()) < 50
+    assert len(torch.unique(big[big < 0])) > shapes.MAX_SENTINELS
+
+
+def test_requires_grad_survives_every_perturbation():
+    x = torch.randn(33, 70, requires_grad=True)
+    w = torch.randn(70)
+    args = (x, w)
+    variants = [v for _, v in shapes.odd_sizes(args, [64], seed=0)]
+    variants += [v for _, v in shapes.size_one(args, seed=0)]
+    variants += [shapes.non_contiguous(args), shapes.transposed(args)]
+    variants += [shapes.scaled(args, kind, 0) for kind in ("large", "small", "mixed", "neg-inf")]
+    assert len(variants) > 8
+    for v in variants:
+        assert v[0].requires_grad and not v[1].requires_grad
