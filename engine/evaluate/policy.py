@@ -22,7 +22,7 @@ import ast
 
 import msgspec
 
-from ..index import parse_module
+from ..index import parse_module, reach
 from ..task.spec import Task
 
 ALLOWED_IMPORTS = {
@@ -215,7 +215,8 @@ def _entry_function(tree: ast.Module, task: Task) -> ast.FunctionDef | None:
             if cls
             else None
         )
-    return _top_functions(tree).get(task.entry)
+    found = reach.resolve(tree, task.entry)  # a function, or an alias such as `f = Fn.apply`
+    return found[1] if found is not None else None
 
 
 def _module_names(tree: ast.Module) -> set[str]:

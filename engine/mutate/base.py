@@ -12,7 +12,7 @@ import ast
 from dataclasses import dataclass, field
 from typing import Callable, Iterable
 
-from ..index import ParsedModule, parse_module
+from ..index import ParsedModule, parse_module, reach
 from ..rules.analysis import KernelView, LaunchView, kernel_views, launch_views
 from ..task.spec import Task
 
@@ -52,23 +52,22 @@ class MutationContext:
         self.launches = [lv for lv in launch_views(self.module, views) if lv.kernel is self.kernel]
 
     def entry_launches(self) -> list[LaunchView]:
-        """Launches inside the entry function (the ones a rewrite may touch)."""
+        """Launches the entry makes (the ones a rewrite may touch), wherever they are written:
+        in the entry, a helper it calls, an autograd.Function's forward (`reach.py`), or a
+        function nested in one of those."""
+        reached = reach.reachable(self.tree, self.task.entry)
         return [
             lv
             for lv in self.launches
-            if lv.site.launcher and lv.site.launcher.split(".")[0] == self.task.entry
+            if lv.site.launcher
+            and any(lv.site.launcher == q or lv.site.launcher.startswith(q + ".") for q in reached)
         ]
 
     def entry_function(self) -> ast.FunctionDef | None:
-        """The entry (launcher) function, defined at module level."""
-        return next(
-            (
-                n
-                for n in self.tree.body
-                if isinstance(n, ast.FunctionDef) and n.name == self.task.entry
-            ),
-            None,
-        )
+        """The function calling the entry runs: the entry itself, or what its alias names
+        (`Fn.apply` runs `Fn.forward`)."""
+        found = reach.resolve(self.tree, self.task.entry)
+        return found[1] if found is not None else None
 
     def torch_name(self) -> str | None:
         """The name `torch` is imported as at module level (a rewrite that adds torch calls needs it)."""

@@ -17,7 +17,7 @@ from typing import Iterator
 
 import msgspec
 
-from ..index import parse_module
+from ..index import parse_module, reach
 from .spec import Task, TaskError, TaskSpec
 
 CONFIG_NAMES = ("kernelbrain.toml", "pyproject.toml")
@@ -185,6 +185,19 @@ def _resolve_ref(ref: str, file: Path, root: Path) -> tuple[Path, str]:
     )
 
 
+def entries_launching(tree: ast.Module, launchers: list[str]) -> list[str]:
+    """The module-level callables (functions and aliases such as `f = Fn.apply`) whose calls
+    reach a launch of the kernel, leaving out those another of them reaches (helpers)."""
+    names = sorted(set(_functions(tree)) | set(reach.aliases(tree)))
+    reached = {n: reach.reachable(tree, n) for n in names}
+    launching = [n for n in names if reached[n] & set(launchers)]
+    return [
+        n
+        for n in launching
+        if not any(reach.resolve(tree, n)[0] in reached[o] for o in launching if o != n)
+    ]
+
+
 def _require_function(path: Path, name: str, role: str) -> ast.FunctionDef:
     fns = _functions(_parse_file(path))
     if name not in fns:
@@ -245,23 +258,28 @@ def _check_kernel(index, name: str, path: Path) -> None:
 def _validate(spec: TaskSpec, path: Path, tree: ast.Module, index, config: Path) -> Task:
     root = config.parent.resolve()
     _check_kernel(index, spec.kernel, path)
-    fns = _functions(tree)
     entry = spec.entry
     if entry is None:
-        launchers = index.kernel(spec.kernel).launchers
-        top = [l for l in launchers if l in fns]
+        top = entries_launching(tree, index.kernel(spec.kernel).launchers)
         if len(top) != 1:
             why = (
-                "no top-level function launches it"
+                "nothing callable at module level launches it"
                 if not top
-                else f"{len(top)} functions launch it ({', '.join(top)})"
+                else f"{len(top)} module-level callables launch it ({', '.join(top)})"
             )
             raise TaskError(
                 f'entry omitted for `{spec.kernel}` and {why}: set `entry = "..."` in {_rel(config)}',
                 "entry-not-found",
             )
         entry = top[0]
-    entry_fn = _require_function(path, entry, "entry")
+    e_sig = reach.signature_of(tree, entry)
+    if e_sig is None:
+        callables = sorted(set(_functions(tree)) | set(reach.aliases(tree))) or ["none"]
+        raise TaskError(
+            f"entry `{entry}` not found in {_rel(path)} (a function, or an alias such as "
+            f"`{entry} = MyFunction.apply`; module-level callables there: {', '.join(callables)})",
+            "entry-not-found",
+        )
     if spec.reference is None:
         raise TaskError(
             f"{_rel(config)}: task for `{spec.kernel}` has no `reference` (a PyTorch function with the entry's signature)",
@@ -274,7 +292,7 @@ def _validate(spec: TaskSpec, path: Path, tree: ast.Module, index, config: Path)
         )
     ref_path, ref_name = _resolve_ref(spec.reference, path, root)
     ref_fn = _require_function(ref_path, ref_name, "reference")
-    (e_params, e_req), (r_params, r_req) = _signature(entry_fn), _signature(ref_fn)
+    (e_params, e_req), (r_params, r_req) = e_sig, _signature(ref_fn)
     if len(e_params) != len(r_params) or e_req != r_req:
         raise TaskError(
             f"reference `{ref_name}({', '.join(r_params)})` does not take the same arguments as entry "

@@ -9,12 +9,13 @@ The kernel's own file is never modified.
 from __future__ import annotations
 
 import ast
+import copy
 import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..index import parse_module
-from .discover import _functions, config_files, find_task, load_tasks
+from ..index import parse_module, reach
+from .discover import config_files, entries_launching, find_task, load_tasks
 from .spec import TaskError
 
 STUB_MARK = "KernelBrain harness stub"
@@ -30,7 +31,10 @@ class Scaffold:
     harness_text: str = ""
 
 
-def _entry_for(path: Path, kernel: str) -> ast.FunctionDef:
+def _entry_for(path: Path, kernel: str) -> tuple[str, str]:
+    """The entry's name and its parameter list as written: the module-level callable (a
+    function, or an alias such as `f = Fn.apply`, whose `ctx` is left out) that reaches the
+    kernel's launch."""
     source = path.read_text(encoding="utf-8")
     index = parse_module(source, str(path)).index
     k = index.kernel(kernel)
@@ -40,20 +44,27 @@ def _entry_for(path: Path, kernel: str) -> ast.FunctionDef:
             f"kernel `{kernel}` not found in {path} (Triton kernels there: {found})",
             "kernel-not-found",
         )
-    fns = _functions(ast.parse(source))
-    launchers = [l for l in k.launchers if l in fns]
-    if not launchers:
+    tree = ast.parse(source)
+    entries = entries_launching(tree, k.launchers)
+    if not entries:
         raise TaskError(
-            f"no top-level function in {path.name} launches `{kernel}`: write the launcher "
-            f"(the function that calls `{kernel}[grid](...)`) first",
+            f"nothing callable at module level in {path.name} launches `{kernel}`: write the "
+            f"launcher (a function, or an alias such as `f = MyFunction.apply`, whose calls reach "
+            f"`{kernel}[grid](...)`) first",
             "entry-not-found",
         )
-    return fns[launchers[0]]
+    name = entries[0]
+    _, fn, bound = reach.resolve(tree, name)  # type: ignore[misc]
+    args = copy.deepcopy(fn.args)
+    if bound:
+        if args.posonlyargs:
+            args.posonlyargs = args.posonlyargs[1:]
+        elif args.args:
+            args.args = args.args[1:]
+    return name, ast.unparse(args)
 
 
-def _stub_source(rel_file: str, kernel: str, entry: ast.FunctionDef, harness_name: str) -> str:
-    args = ast.unparse(entry.args)
-    name = entry.name
+def _stub_source(rel_file: str, kernel: str, name: str, args: str, harness_name: str) -> str:
     msg = f"{STUB_MARK}: fill in `{{fn}}` in {harness_name} ({{what}})"
     return f'''"""KernelBrain harness for {rel_file}::{kernel}: fill in the three functions below.
 
@@ -90,7 +101,7 @@ def plan(file: str | Path, kernel: str) -> Scaffold:
             raise
     else:
         raise TaskError(f"{path.name}::{kernel} already has a harness", "exists")
-    entry = _entry_for(path, kernel)
+    entry, args = _entry_for(path, kernel)
     config = next((c for c in config_files(path) if c.name == "kernelbrain.toml"), None)
     created = config is None
     if config is None:
@@ -107,9 +118,9 @@ def plan(file: str | Path, kernel: str) -> Scaffold:
     rel_file = Path(os.path.relpath(path, root)).as_posix()
     rel_harness = Path(os.path.relpath(harness, root)).as_posix()
     block = (
-        f'\n[[tasks]]\nfile = "{rel_file}"\nkernel = "{kernel}"\nentry = "{entry.name}"\n'
-        f'reference = "{rel_harness}:{entry.name}_reference"\ninputs = "{rel_harness}:{entry.name}_inputs"\n'
-        f'small_inputs = "{rel_harness}:{entry.name}_small_inputs"\n'
+        f'\n[[tasks]]\nfile = "{rel_file}"\nkernel = "{kernel}"\nentry = "{entry}"\n'
+        f'reference = "{rel_harness}:{entry}_reference"\ninputs = "{rel_harness}:{entry}_inputs"\n'
+        f'small_inputs = "{rel_harness}:{entry}_small_inputs"\n'
     )
     existing = (
         config.read_text(encoding="utf-8")
@@ -119,10 +130,10 @@ def plan(file: str | Path, kernel: str) -> Scaffold:
     return Scaffold(
         config,
         harness,
-        entry.name,
+        entry,
         created,
         existing.rstrip("\n") + "\n" + block,
-        _stub_source(rel_file, kernel, entry, harness.name),
+        _stub_source(rel_file, kernel, entry, args, harness.name),
     )
 
 

@@ -66,6 +66,19 @@ NO_WRITE_KERNEL = (
 
 ATTACKS: dict[str, Attack] = {
     # -- wrong answers -------------------------------------------------------------------------
+    # The entry rebound after its def, as the last binding wins at run time: the gate follows
+    # the binding (`reach.resolve`), and the judge sees PyTorch compute.
+    "entry rebound to a PyTorch fallback": Attack(
+        edit(
+            (
+                "\n\ndef softmax_ref",
+                "\n\ndef _eager(x):\n    return torch.softmax(x.float(), dim=-1).to(x.dtype)\n\n\n"
+                "softmax = _eager\n\n\ndef softmax_ref",
+            )
+        ),
+        ("smoke", "torch-fallback"),
+        None,
+    ),
     "wrong values": Attack(
         edit((STORE, "(e / d * 1.01).to(out_ptr.dtype.element_ty), mask=mask)")),
         ("smoke", "mismatch"),
