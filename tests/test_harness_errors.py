@@ -5,11 +5,12 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 import textwrap
 from pathlib import Path
 
 import pytest
+
+from .test_evaluate_cli import cli as run_cli
 
 KERNEL = textwrap.dedent("""
     import torch
@@ -59,13 +60,7 @@ def workspace(tmp_path: Path, *edits: tuple[str, str], config: str = CONFIG) -> 
 
 
 def cli(ws: Path, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "kernelbrain.engine.cli", *args],
-        capture_output=True,
-        text=True,
-        cwd=ws,
-        timeout=600,
-    )
+    return run_cli(*args, cwd=ws)
 
 
 def optimize(ws: Path) -> subprocess.CompletedProcess:
@@ -160,11 +155,7 @@ def test_a_mistyped_config_key_names_its_line_and_the_key_meant(tmp_path):
 
 
 def test_optimize_help_lists_exit_codes():
-    proc = subprocess.run(
-        [sys.executable, "-m", "kernelbrain.engine.cli", "optimize", "--help"],
-        capture_output=True,
-        text=True,
-    )
+    proc = run_cli("optimize", "--help")
     assert proc.returncode == 0
     assert "exit status:" in proc.stdout and "1  the original kernel fails" in proc.stdout
     assert "2  usage or harness error" in proc.stdout

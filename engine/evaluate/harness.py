@@ -794,9 +794,9 @@ class Harness:
         )
         note = ""
         if not result.ok and result.reason == "mismatch" and self.req.candidate is None:
-            # The original is the accuracy oracle: within ORACLE_BOUND times the tolerance of the
-            # reference (TF32 in `tl.dot` on fp32 inputs, a different summation order) it stands,
-            # and candidates are held to no worse than it.
+            # The original is the accuracy oracle: within ORACLE_SCALES[-1] times the tolerance
+            # of the reference (TF32 in `tl.dot` on fp32 inputs, another summation order) it
+            # stands, and candidates are held to no worse than it.
             widened = self._deviation(out, expected, scale)
             if widened is not None:
                 result = compare(out, expected, self.task.rtol, self.task.atol, scale * widened)
