@@ -41,6 +41,7 @@ from . import audit, shapes, wire
 from .audit import AuditMode
 from .autotune_choice import AutotuneChoice
 from .compare import bitwise_equal, compare, flatten
+from .interpreter_compat import diagnose as diagnose_interpreter
 from .jit_clock import CLOCK
 from .messages import (
     CandidateRun,
@@ -599,6 +600,9 @@ class Harness:
         except Exception as exc:
             reason, fatal = classify_exception(exc)
             message = f"{who} raised {type(exc).__name__}: {exc}"
+            gap = diagnose_interpreter(exc, who) if self.interpreter and not fatal else None
+            if gap is not None:
+                raise HarnessFailure("interpreter-gap", gap) from exc
             if under_test:
                 cls = FatalDeviceError if fatal else HarnessFailure
                 raise cls(reason, message + "\n" + _short_traceback(exc)) from exc

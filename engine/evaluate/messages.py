@@ -19,7 +19,9 @@ STAGES = ("smoke", "sweep", "stability", "determinism", "edge")
 FATAL_REASONS = frozenset({"illegal-memory-access", "cuda-error"})
 # Reasons that put the fault in the harness (its reference, inputs or small inputs raise, or the
 # reference and the entry disagree on the output's structure), not in the kernel checked.
-HARNESS_REASONS = frozenset({"harness-error", "harness-incomplete"})
+# Reasons that are not the kernel's fault (exit 2): the harness itself, or the CPU interpreter
+# unable to run code that a GPU would (`interpreter_compat.diagnose`).
+HARNESS_REASONS = frozenset({"harness-error", "harness-incomplete", "interpreter-gap"})
 
 
 class Ceilings(msgspec.Struct, tag="ceilings_result"):

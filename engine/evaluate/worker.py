@@ -45,6 +45,9 @@ def _serve(device: str, rfd: int, wfd: int) -> None:
 
     install_launch_hook()
     if interpreter:
+        from .interpreter_compat import install as install_interpreter_compat
+
+        install_interpreter_compat()  # before any user module imports a libdevice name
         torch.set_num_threads(max(1, (os.cpu_count() or 2) // 2))
         name = "CPU (Triton interpreter)"
     elif compiler_only:

@@ -143,6 +143,8 @@ class Search:
         ev.await_prewarm(ev.prewarm_all([root], list(m.STAGES)), root.id)
         with self.ledger.timed("baseline"):
             result = ev.harness(None, list(m.STAGES), "baseline")
+        if not result.accepted and result.reason == "interpreter-gap":
+            raise SearchError(result.message, harness=True)
         if not result.accepted and result.reason in m.HARNESS_REASONS:
             raise SearchError(
                 f"harness error ({result.stage} stage): {result.message}", harness=True

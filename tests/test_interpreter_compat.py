@@ -1,0 +1,70 @@
+"""The interpreter compatibility layer on the CPU: kernels that Triton 3.6's interpreter gets
+wrong (float scalars, libdevice, bf16) compute what PyTorch computes on the same inputs, in a
+process that runs them as the CPU worker does; what the layer does not cover says so."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from kernelbrain.engine.evaluate import interpreter_compat as compat
+
+FIXTURES = Path(__file__).parent / "fixtures"
+sys.path.insert(0, str(FIXTURES))
+import compat_kernels  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def interpreted(tmp_path_factory) -> dict[str, torch.Tensor]:
+    out = tmp_path_factory.mktemp("compat") / "out.pt"
+    subprocess.run(
+        [sys.executable, str(FIXTURES / "compat_kernels.py"), str(out)], check=True, timeout=300
+    )
+    return torch.load(out)
+
+
+def test_float_scalars_are_fp32_scalars(interpreted):
+    x = compat_kernels.inputs()["x"]
+    torch.testing.assert_close(interpreted["float_scalar"], x * 0.375 + 0.375)
+
+
+def test_libdevice_by_name_and_by_module(interpreted):
+    x = compat_kernels.inputs()["x"]
+    want = torch.tanh(x) + torch.erf(x) + torch.exp2(x * 0.5) + torch.rsqrt(x.abs() + 1.0)
+    torch.testing.assert_close(interpreted["libdevice"], want, rtol=1e-6, atol=1e-6)
+
+
+def test_bf16_computes_and_rounds_as_pytorch_does(interpreted):
+    t = compat_kernels.inputs()
+    a, b = t["a16"], t["b16"]
+    assert torch.equal(interpreted["bf16"], torch.where(a > b, a * b - a, a + b))
+    assert torch.equal(interpreted["bf16_reductions"], torch.stack([a.max(), b.min()]))
+    assert torch.equal(interpreted["cast"], (t["x"] * 3.0).to(torch.bfloat16))
+    torch.testing.assert_close(interpreted["bf16_dot"], t["ma"].float() @ t["mb"].float())
+
+
+def test_round_to_nearest_even():
+    values = np.array([1.0 + 2**-8, 1.0 + 3 * 2**-8, -2.5, np.nan, np.inf], dtype=np.float32)
+    got = compat.bf16_to_f32(compat.f32_to_bf16(values))
+    want = torch.from_numpy(values).to(torch.bfloat16).float().numpy()
+    np.testing.assert_array_equal(got, want)
+
+
+def test_libdevice_symbols_map_to_numpy_or_say_they_cannot():
+    assert compat.libdevice_function("__nv_tanhf") is np.tanh
+    assert compat.libdevice_function("__nv_fast_expf") is np.exp
+    assert compat.libdevice_function("__nv_fdiv_rn") is np.divide
+    assert compat.libdevice_function("__nv_erfinvf") is None
+
+    class Handle:
+        data = np.zeros(3, dtype=np.float32)
+
+    import triton.language as tl
+
+    with pytest.raises(compat.InterpreterGap, match="erfinv.*GPU run computes it"):
+        compat._extern_elementwise(None, "", "", "__nv_erfinvf", [Handle()], tl.float32, True)
