@@ -257,6 +257,36 @@ class KernelView:
     def stores_to(self, param: str) -> list[ast.Call]:
         return [c for c in self.tl_calls("store") if param in self.pointer_params_of(c)]
 
+    def unwritten_reason(self, param: str) -> str | None:
+        """Why some element of the output behind `param` may be left unwritten on some path of
+        the kernel (None when every path stores it, masked only by bounds): an early `return`,
+        a store under a runtime condition, or a store mask computed from loaded data. A zero-fill
+        the kernel leaves in place is then part of the result."""
+        stores = self.stores_to(param)
+        returns = [n for n in self.nodes if isinstance(n, ast.Return)]
+        if returns:
+            return f"`{self.name}` returns early (line {returns[0].lineno}) on some programs"
+        for node in self.nodes:
+            if isinstance(node, (ast.If, ast.While, ast.IfExp)) and not self._static_test(
+                node.test
+            ):
+                inner = set(map(id, ast.walk(node)))
+                if any(id(c) in inner for c in stores):
+                    return f"its store to `{param}` runs under a condition (line {node.lineno})"
+        loaded = lambda n: tl_name(self.pm, n) == "load"  # noqa: E731
+        for c in stores:
+            mask = kwarg(c, "mask", 2)
+            if mask is not None and self.reaches(mask, "load", loaded):
+                return f"its store to `{param}` is masked by loaded data (line {c.lineno})"
+        return None
+
+    def _static_test(self, test: ast.expr) -> bool:
+        """A condition fixed when the kernel compiles: built from constexpr parameters only."""
+        names = {n.id for n in ast.walk(test) if isinstance(n, ast.Name)}
+        return all(n in self.params and self.params[n].constexpr for n in names) and not any(
+            isinstance(n, ast.Call) for n in ast.walk(test)
+        )
+
     def atomics_on(self, param: str) -> list[ast.Call]:
         return [
             c
