@@ -18,6 +18,7 @@ TUNING_STEPS = frozenset(
         "int64-offsets",
         "launcher-cleanup",
         "autotune",
+        "autotune-space",
         "exp2",
     }
 )
