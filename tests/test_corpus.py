@@ -1,0 +1,164 @@
+"""The corpus (`tests/corpus/`): kernels written the way real projects write them. On the CPU,
+every original passes its own harness or is refused with the interpreter's reason and the
+line; `optimize --budget 60s` ends within 63 s and exits 0 or 2 with one JSON object; the
+launch-level mutators reach every launcher shape; no rewrite drops a zero-fill that a path of
+the kernel leaves in place."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+import time
+import tomllib
+from pathlib import Path
+
+import pytest
+
+from kernelbrain.engine.evaluate.pool import WorkerPool
+from kernelbrain.engine.evaluate.verify import verify
+from kernelbrain.engine.mutate import MutationContext, load_mutators
+from kernelbrain.engine.rules import check_module
+from kernelbrain.engine.task import find_task
+
+CORPUS = Path(__file__).parent / "corpus"
+TASKS = [
+    (t["file"], t["kernel"])
+    for t in tomllib.loads((CORPUS / "kernelbrain.toml").read_text())["tasks"]
+]
+# Launchers that only run on a GPU (ahead-of-time compilation, device queries): the CPU says so.
+GPU_ONLY = {"softmax_kernel": "softmax_warmup.py:34 (`kernel._init_handles()`)"}
+BUDGET_S, SLACK = 60, 1.05
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory) -> Path:
+    ws = tmp_path_factory.mktemp("corpus") / "ws"
+    shutil.copytree(CORPUS, ws, ignore=shutil.ignore_patterns("__pycache__", ".kernelbrain"))
+    return ws
+
+
+@pytest.fixture(scope="module")
+def pool():
+    with WorkerPool() as p:
+        yield p
+
+
+def ids(task):
+    return task[1]
+
+
+def test_the_corpus_covers_what_real_projects_write():
+    text = {f: (CORPUS / f).read_text() for f in {f for f, _ in TASKS}}
+    shapes = {
+        "autograd.Function": "torch.autograd.Function",
+        "helper module": "from corpus_utils import",
+        "heuristics": "@triton.heuristics",
+        "autotune pruning": "prune_configs_by",
+        "warmup launch": ".warmup(",
+        "libdevice": "libdevice",
+        "bf16": "bfloat16",
+        "ignore index": "ignore_index",
+        "gradient-writing forward": "HAS_GRAD",
+        "**kwargs launch": "**LAUNCH",
+        "static method entry": "@staticmethod",
+    }
+    for shape, mark in shapes.items():
+        assert any(mark in t for t in text.values()), shape
+    assert len(TASKS) >= 12
+    assert sum(1 for f in text if text[f].count("@triton.jit") > 1) >= 2  # multi-kernel files
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("task", TASKS, ids=ids)
+def test_the_original_passes_its_harness_on_the_cpu(corpus, pool, task):
+    file, kernel = task
+    t = find_task(corpus / file, kernel)
+    report = verify(pool, t, (corpus / file).read_text(), "cpu")
+    if kernel in GPU_ONLY:
+        assert not report.accepted and report.reason == "interpreter-gap"
+        assert GPU_ONLY[kernel] in report.message and "--device cuda" in report.message
+    else:
+        assert report.accepted, report.message
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("task", TASKS, ids=ids)
+def test_optimize_holds_a_60s_budget(corpus, task):
+    file, kernel = task
+    start = time.monotonic()
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "kernelbrain.engine.cli",
+            "optimize",
+            f"{file}::{kernel}",
+            "--device",
+            "cpu",
+            "--budget",
+            f"{BUDGET_S}s",
+            "--json",
+        ],
+        capture_output=True,
+        text=True,
+        cwd=corpus,
+        timeout=BUDGET_S * 4,
+    )
+    wall = time.monotonic() - start
+    assert wall <= BUDGET_S * SLACK + 3, f"{kernel}: {wall:.1f}s on a {BUDGET_S}s budget"
+    assert proc.returncode in (0, 2), proc.stderr[-2000:]
+    out = json.loads(proc.stdout)
+    if proc.returncode == 2:
+        assert out["error"]["message"] and out["error"]["exit"] == 2
+        assert kernel in GPU_ONLY, out["error"]["message"]
+    else:
+        assert out["kernel"] == kernel and out["baseline"], out
+
+
+LAUNCH_SHAPES = {
+    "autograd alias, helper-computed settings": ("autograd_scale.py", "scale_rows_kernel"),
+    "settings from another module": ("layer_norm.py", "layer_norm_fwd_kernel"),
+    "static method alias": ("rms_norm_static.py", "rms_norm_kernel"),
+    "heuristics, grid lambda": ("heuristics_axpy.py", "axpy_kernel"),
+    "**kwargs launch": ("gelu_bf16.py", "gelu_tanh_kernel"),
+    "2-D grid over 3-D strides": ("softmax_3d.py", "softmax_3d_kernel"),
+    "second kernel of a file": ("geglu.py", "geglu_bwd_kernel"),
+    "gradient-writing forward": ("cross_entropy_grad.py", "ce_fwd_grad_kernel"),
+    "autotune, configs from a loop, pruned": ("matmul_pruned.py", "matmul_kernel"),
+}
+LAUNCH_MUTATORS = ("config", "autotune", "autotune-space")
+
+
+@pytest.mark.parametrize("shape", LAUNCH_SHAPES)
+def test_launch_mutators_reach_every_launcher_shape(corpus, shape):
+    file, kernel = LAUNCH_SHAPES[shape]
+    task = find_task(corpus / file, kernel)
+    source = (corpus / file).read_text()
+    ctx = MutationContext(task, source)
+    assert ctx.entry_launches(), f"{shape}: no launch found from `{task.entry}`"
+    made = [
+        p
+        for name in LAUNCH_MUTATORS
+        for p in load_mutators()[name].propose(ctx)
+        if p.source != source
+    ]
+    assert made, f"{shape}: no launch-level candidate"
+
+
+def test_a_zero_fill_an_early_return_leaves_in_place_is_kept(corpus):
+    """Ignored rows return before storing: their loss must read 0, so neither KB106 nor
+    launcher-cleanup may turn the `torch.zeros` into `torch.empty`."""
+    file, kernel = "cross_entropy_ignore.py", "cross_entropy_fwd_kernel"
+    task = find_task(corpus / file, kernel)
+    source = (corpus / file).read_text()
+    assert "torch.zeros(n_rows" in source
+    ctx = MutationContext(task, source)
+    assert not [f for f in check_module(ctx.module, select=["KB106"]) if f.kernel == kernel]
+    assert not list(load_mutators()["launcher-cleanup"].propose(ctx))
+    # The same kernel without its early return writes every row: the fill is redundant again.
+    full = source.replace("    if target == ignore_index:\n        return\n", "")
+    full_ctx = MutationContext(task, full)
+    assert [f for f in check_module(full_ctx.module, select=["KB106"]) if f.kernel == kernel]
+    assert list(load_mutators()["launcher-cleanup"].propose(full_ctx))
