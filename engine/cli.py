@@ -17,13 +17,18 @@ from .api.budget import DEFAULT_BUDGET
 EXIT_OK = 0
 EXIT_FINDINGS = 1
 EXIT_USAGE = 2
+EXIT_BUSY = 3
+EXIT_INTERRUPTED = 130  # 128 + SIGINT, as shells report it
 
 
 OPTIMIZE_EXITS = """exit status:
   0  the search ran (whether or not it found a faster variant)
   1  the original kernel fails its own harness
   2  usage or harness error: bad arguments, no or a broken harness config, or a harness whose
-     reference, inputs or small inputs raise (the message says which)
+     reference, inputs or small inputs raise (the message says which), or a kernel the CPU
+     interpreter cannot run (the message names the line)
+  3  another search of the same kernel is running (--wait waits for it instead)
+  130  interrupted (Ctrl-C): the search stopped, what it verified is printed and kept
 with --json, a failure prints one object: {"error": {"kind", "message", "exit"}}"""
 VERIFY_EXITS = """exit status:
   0  the candidate is accepted
@@ -263,7 +268,7 @@ def _cmd_optimize(args: argparse.Namespace) -> int:
     import msgspec
 
     from .api.budget import parse_duration
-    from .service import OptimizeRequest, SearchError, optimize
+    from .service import OptimizeRequest, SearchBusy, SearchError
 
     if args.llm:
         raise UsageError(
@@ -277,17 +282,31 @@ def _cmd_optimize(args: argparse.Namespace) -> int:
         raise UsageError(f"--max-candidates must be at least 1, got {args.max_candidates}")
     task = _task(args.target)
     request = OptimizeRequest(
-        task.file, task.kernel, wall, args.max_candidates, _device(args.device), args.seed
+        task.file,
+        task.kernel,
+        wall,
+        args.max_candidates,
+        _device(args.device),
+        args.seed,
+        wait=args.wait,
     )
-    try:
-        if args.json:
-            result = optimize(request, task=task, on_notice=_notice)
-        else:
-            result = _run_with_progress(request, task)
-    except SearchError as exc:
+    outcome = _run_search(request, task, quiet=args.json)
+    for note in outcome.notes:
+        print(f"kernelbrain: {note}", file=sys.stderr)
+    exc = outcome.error
+    if isinstance(exc, SearchBusy):
+        _fail(args, "busy", f"{exc} (--wait waits for it)", EXIT_BUSY)
+        return EXIT_BUSY
+    if isinstance(exc, SearchError):
         code = EXIT_USAGE if exc.harness else EXIT_FINDINGS
         _fail(args, "harness" if exc.harness else "original", str(exc), code)
         return code
+    if outcome.result is None:
+        if outcome.interrupted:
+            _fail(args, "interrupted", "interrupted before anything was verified", EXIT_INTERRUPTED)
+            return EXIT_INTERRUPTED
+        raise exc if exc is not None else RuntimeError("the search returned nothing")
+    result = outcome.result
     if args.report:
         from .report_html import render
 
@@ -308,39 +327,30 @@ def _cmd_optimize(args: argparse.Namespace) -> int:
         best = next(v for v in result.variants if v.id == result.best)
         Path(task.file).write_text(best.source, encoding="utf-8")
         print(f"applied {best.id} to {task.file}", file=sys.stderr)
-    return EXIT_OK
+    return EXIT_INTERRUPTED if outcome.interrupted else EXIT_OK
 
 
 def _notice(message: str) -> None:
     print(f"kernelbrain: {message}", file=sys.stderr)
 
 
-def _run_with_progress(request, task):
-    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
-
+def _run_search(request, task, quiet: bool):
+    """The search in a thread that Ctrl-C cancels for real (`console.py`), with progress on
+    stderr unless `quiet`."""
+    from .console import ProgressView, run_interruptibly
     from .service import optimize
 
-    with Progress(
-        TextColumn("[bold]{task.description}"),
-        BarColumn(),
-        TextColumn("{task.percentage:>3.0f}%"),
-        TimeElapsedColumn(),
-        TextColumn("{task.fields[best]}"),
-        transient=False,
-    ) as progress:
-        bar = progress.add_task(task.kernel, total=1.0, best="")
-
-        def on_event(e) -> None:
-            best = (
-                f"best {e.best_speedup:.2f}x{'' if e.measured else ' (est.)'}"
-                if e.best_speedup
-                else ""
+    with ProgressView(task.kernel, enabled=not quiet) as view:
+        return run_interruptibly(
+            lambda cancel, pool: optimize(
+                request,
+                task=task,
+                on_event=view.update,
+                on_notice=_notice,
+                cancel=cancel,
+                pool=pool,
             )
-            progress.update(
-                bar, completed=e.fraction, best=best, description=f"{task.kernel}: {e.message[:48]}"
-            )
-
-        return optimize(request, task=task, on_event=on_event, on_notice=_notice)
+        )
 
 
 def _stderr_progress(p) -> None:
@@ -475,6 +485,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument(
         "--apply", action="store_true", help="write the best verified variant into the file"
+    )
+    p.add_argument(
+        "--wait",
+        action="store_true",
+        help="if another search of this kernel is running, wait for it (default: exit 3)",
     )
     p.set_defaults(handler=_cmd_optimize)
 

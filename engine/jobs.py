@@ -16,7 +16,7 @@ from .agent_protocol import JobInfo, JobRequest
 from .api.results import SearchEvent, SearchResult
 from .evaluate.devices import resolve_device
 from .evaluate.pool import WorkerPool
-from .service import OptimizeRequest, SearchError, optimize
+from .service import OptimizeRequest, SearchBusy, SearchError, optimize
 from .task import TaskError
 
 _ids = itertools.count(1)
@@ -103,7 +103,7 @@ class JobManager:
                 job.cancel.is_set()
             ):  # a cancel kills the workers: whatever that broke, it was asked for
                 job.info.state = "cancelled"
-            elif isinstance(exc, (TaskError, SearchError)):
+            elif isinstance(exc, (TaskError, SearchError, SearchBusy)):
                 job.info.state, job.info.error = "failed", str(exc)
             else:
                 job.info.state, job.info.error = "failed", f"{type(exc).__name__}: {exc}"

@@ -9,6 +9,7 @@ same request gives the same search whichever front end sent it.
 from __future__ import annotations
 
 import threading
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
@@ -20,12 +21,13 @@ from .evaluate.devices import is_gpu, resolve_device
 from .evaluate.pool import WorkerPool
 from .search.cost_model import DeviceModel
 from .search.engine import Search, SearchError
-from .store import Store
+from .store import SearchBusy, Store
 from .task import find_task
 from .task.spec import Task
 
 __all__ = [
     "OptimizeRequest",
+    "SearchBusy",
     "SearchError",
     "device_ceilings",
     "device_model",
@@ -44,6 +46,7 @@ class OptimizeRequest:
     seed: int = 0
     mutators: list[str] | None = None  # None: every offline mutator
     compile_workers: int | None = None  # None: one a core, at most four
+    wait: bool = False  # another search of the kernel running: wait for it (else SearchBusy)
 
 
 def task_root(task: Task) -> Path:
@@ -71,6 +74,28 @@ def device_model(ceilings: m.Ceilings | None) -> DeviceModel:
     return DeviceModel(bandwidth_gbps=ceilings.copy_gbps, bf16_tflops=ceilings.bf16_tflops)
 
 
+def _wait_for_other_search(
+    store: Store,
+    task: Task,
+    wait: bool,
+    cancel: threading.Event | None,
+    on_notice: Callable[[str], None] | None,
+) -> None:
+    """Before the budget starts: when another search holds the kernel, wait until it ends (said
+    once) or, not waiting, raise `SearchBusy`."""
+    said = False
+    while (holder := store.running_search(task.file, task.kernel)) is not None:
+        if not wait:
+            raise SearchBusy(holder)
+        if not said and on_notice is not None:
+            on_notice(f"{SearchBusy(holder)}; waiting")
+            said = True
+        if cancel is not None and cancel.wait(0.5):
+            return  # the search itself then stops as cancelled
+        if cancel is None:
+            time.sleep(0.5)
+
+
 def optimize(
     request: OptimizeRequest,
     *,
@@ -81,9 +106,10 @@ def optimize(
     task: Task | None = None,
 ) -> SearchResult:
     """Run one search. Raises `TaskError` (no or a broken harness), `ValueError` (an unknown
-    device) or `SearchError` (the original fails its harness). `pool`: the caller's, so that it
-    can kill the workers on cancel; else one of its own, closed at the end. `on_notice`: store
-    notices (a corrupt database moved aside)."""
+    device), `SearchError` (the original fails its harness) or `SearchBusy` (another search of
+    the kernel runs and `request.wait` is off). `pool`: the caller's, so that it can kill the
+    workers on cancel; else one of its own, closed at the end. `on_notice`: store notices (a
+    corrupt database moved aside, waiting for another search)."""
     task = task or find_task(request.file, request.kernel)
     device = resolve_device(request.device)
     store = Store(task_root(task))
@@ -92,6 +118,7 @@ def optimize(
     try:
         if store.notice is not None and on_notice is not None:
             on_notice(store.notice.message)
+        _wait_for_other_search(store, task, request.wait, cancel, on_notice)
         budget = Budget(wall_s=request.budget_s, max_candidates=request.max_candidates)
         ceilings = device_ceilings(pool, device, store)
         search = Search(

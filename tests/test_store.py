@@ -1,10 +1,15 @@
-"""The SQLite store: round trips, WAL mode, and corrupt or foreign databases moved aside."""
+"""The SQLite store: round trips, WAL mode, corrupt or foreign databases moved aside, and one
+search of a kernel at a time."""
 
 from __future__ import annotations
 
 import sqlite3
+import subprocess
+import sys
 
-from kernelbrain.engine.store import SCHEMA_VERSION, Store, kernel_key
+import pytest
+
+from kernelbrain.engine.store import SCHEMA_VERSION, SearchBusy, Store, kernel_key
 
 
 def test_round_trip_and_wal(tmp_path):
@@ -69,3 +74,35 @@ def test_database_of_another_program_is_not_touched_in_place(tmp_path):
     assert s.notice is not None
     moved = sqlite3.connect(s.notice.moved_to)
     assert moved.execute("SELECT name FROM sqlite_master").fetchone()[0] == "users"
+
+
+def test_one_search_of_a_kernel_at_a_time(tmp_path):
+    """A live search holds its kernel: a second one (another store, this process or another)
+    is refused with who holds it; finishing releases it; other kernels are not held."""
+    first, second = Store(tmp_path), Store(tmp_path)
+    sid = first.start_search("k1", "ops/a.py", "k", "cpu")
+    with pytest.raises(SearchBusy, match=r"already running \(process \d+"):
+        second.start_search("k1", "ops/a.py", "k", "cpu")
+    assert second.running_search("ops/a.py", "k")["search_id"] == sid
+    other = second.start_search("k1", "ops/a.py", "other_kernel", "cpu")
+    second.finish_search(other, "finished", None)
+    first.finish_search(sid, "cancelled", None)
+    assert second.running_search("ops/a.py", "k") is None
+    again = second.start_search("k1", "ops/a.py", "k", "cpu")
+    second.finish_search(again, "finished", None)
+    assert [s["status"] for s in second.searches("ops/a.py", "k")] == ["cancelled", "finished"]
+
+
+def test_a_claim_whose_process_died_is_taken_over(tmp_path):
+    """A search killed without finishing (kill -9, a crash) leaves its claim: the next search
+    takes it over and marks the dead one interrupted."""
+    script = (
+        "import sys; from kernelbrain.engine.store import Store; "
+        "Store(sys.argv[1]).start_search('k1', 'ops/a.py', 'k', 'cpu')"
+    )
+    subprocess.run([sys.executable, "-c", script, str(tmp_path)], check=True)  # exits holding it
+    store = Store(tmp_path)
+    assert store.running_search("ops/a.py", "k") is None
+    sid = store.start_search("k1", "ops/a.py", "k", "cpu")
+    assert [s["status"] for s in store.searches("ops/a.py", "k")] == ["interrupted", "running"]
+    store.finish_search(sid, "finished", None)

@@ -403,7 +403,9 @@ class WorkerPool:
             w = self.worker(device)
             try:
                 return w.call(request, timeout_s, on_progress, on_need)
-            except WorkerDied:
+            except WorkerDied as died:
+                if self.killed:  # our own kill, not the candidate's crash: no verdict on it
+                    raise WorkerDied("cancelled", "the evaluation was cancelled") from died
                 self.restarts += 1
                 raise
 

@@ -1,5 +1,5 @@
 """SQLite store of candidates, outcomes, measurements, ceilings and search history."""
 
-from .db import SCHEMA_VERSION, Store, StoreNotice, kernel_key
+from .db import SCHEMA_VERSION, SearchBusy, Store, StoreNotice, kernel_key
 
-__all__ = ["SCHEMA_VERSION", "Store", "StoreNotice", "kernel_key"]
+__all__ = ["SCHEMA_VERSION", "SearchBusy", "Store", "StoreNotice", "kernel_key"]

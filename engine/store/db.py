@@ -10,9 +10,12 @@ is moved aside with a message and rebuilt: losing a cache must never stop the us
 from __future__ import annotations
 
 import json
+import os
+import socket
 import sqlite3
 import threading
 import time
+import uuid
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -90,7 +93,48 @@ CREATE TABLE IF NOT EXISTS profiles (
     total_us REAL NOT NULL,
     rows TEXT NOT NULL
 );
+CREATE TABLE IF NOT EXISTS search_locks (
+    file TEXT NOT NULL,
+    kernel TEXT NOT NULL,
+    search_id INTEGER NOT NULL,
+    host TEXT NOT NULL,
+    pid INTEGER NOT NULL,
+    token TEXT NOT NULL,
+    started REAL NOT NULL,
+    PRIMARY KEY (file, kernel)
+);
 """
+
+# Claims this process holds (their tokens): a claim by this pid is alive only while listed, so
+# two searches of one kernel in one process (the editor's agent) exclude each other too.
+_LIVE_CLAIMS: set[str] = set()
+
+
+class SearchBusy(Exception):
+    """Another search of the same kernel holds its claim in this store."""
+
+    def __init__(self, holder: dict):
+        self.holder = holder
+        when = time.strftime("%H:%M:%S", time.localtime(holder["started"]))
+        super().__init__(
+            f"a search of `{holder['kernel']}` in {holder['file']} is already running "
+            f"(process {holder['pid']} on {holder['host']}, started {when}); wait for it to "
+            "finish or cancel it"
+        )
+
+
+def _holder_alive(host: str, pid: int, token: str) -> bool:
+    if host != socket.gethostname():
+        return True  # another machine sharing the folder: only it can say, so assume alive
+    if pid == os.getpid():
+        return token in _LIVE_CLAIMS
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 class StoreNotice(msgspec.Struct):
@@ -111,6 +155,7 @@ class Store:
         self.path = self.folder / FILENAME
         self.notice: StoreNotice | None = None
         self._lock = threading.RLock()
+        self._claims: dict[int, str] = {}  # search id -> its claim's token
         self.folder.mkdir(parents=True, exist_ok=True)
         self._conn = self._open()
 
@@ -299,17 +344,74 @@ class Store:
 
     # -- search history --------------------------------------------------------------------------
     def start_search(self, key: str, file: str, kernel: str, device: str) -> int:
-        cur = self._exec(
-            "INSERT INTO searches (kernel_key, file, kernel, device, started, status) VALUES (?,?,?,?,?,?)",
-            (key, file, kernel, device, time.time(), "running"),
-        )
-        return int(cur.lastrowid)
+        """Record a search as running and claim its kernel: one search of a kernel at a time (two
+        would compete for the device and for the results). A claim whose process is gone is taken
+        over and its search marked `interrupted`; a live one raises `SearchBusy`. The claim ends
+        with `finish_search`."""
+        token = uuid.uuid4().hex
+        now = time.time()
+        with self._lock:
+            self._conn.execute("BEGIN IMMEDIATE")
+            try:
+                row = self._conn.execute(
+                    "SELECT search_id, host, pid, token, started FROM search_locks "
+                    "WHERE file=? AND kernel=?",
+                    (file, kernel),
+                ).fetchone()
+                if row is not None:
+                    old_id, host, pid, old_token, started = row
+                    if _holder_alive(host, pid, old_token):
+                        raise SearchBusy(
+                            {"file": file, "kernel": kernel, "host": host, "pid": pid}
+                            | {"started": started, "search_id": old_id}
+                        )
+                    self._conn.execute(
+                        "UPDATE searches SET status='interrupted', finished=? "
+                        "WHERE id=? AND status='running'",
+                        (now, old_id),
+                    )
+                cur = self._conn.execute(
+                    "INSERT INTO searches (kernel_key, file, kernel, device, started, status) "
+                    "VALUES (?,?,?,?,?,?)",
+                    (key, file, kernel, device, now, "running"),
+                )
+                search_id = int(cur.lastrowid)
+                self._conn.execute(
+                    "INSERT OR REPLACE INTO search_locks VALUES (?,?,?,?,?,?,?)",
+                    (file, kernel, search_id, socket.gethostname(), os.getpid(), token, now),
+                )
+                self._conn.execute("COMMIT")
+            except BaseException:
+                self._conn.execute("ROLLBACK")
+                raise
+            _LIVE_CLAIMS.add(token)
+            self._claims[search_id] = token
+        return search_id
+
+    def running_search(self, file: str, kernel: str) -> dict | None:
+        """The live search holding `kernel`'s claim ({file, kernel, host, pid, started,
+        search_id}), or None when no live process holds it."""
+        row = self._exec(
+            "SELECT search_id, host, pid, token, started FROM search_locks WHERE file=? AND kernel=?",
+            (file, kernel),
+        ).fetchone()
+        if row is None or not _holder_alive(row[1], row[2], row[3]):
+            return None
+        return {"file": file, "kernel": kernel, "host": row[1], "pid": row[2]} | {
+            "started": row[4],
+            "search_id": row[0],
+        }
 
     def finish_search(self, search_id: int, status: str, result: Any) -> None:
+        """Record how a search ended and release its claim on the kernel."""
         self._exec(
             "UPDATE searches SET finished=?, status=?, result=? WHERE id=?",
             (time.time(), status, _dumps(result), search_id),
         )
+        token = self._claims.pop(search_id, None)
+        if token is not None:
+            _LIVE_CLAIMS.discard(token)
+            self._exec("DELETE FROM search_locks WHERE token=?", (token,))
 
     def searches(self, file: str | None = None, kernel: str | None = None) -> Iterator[dict]:
         sql = "SELECT id, kernel_key, file, kernel, device, started, finished, status, result FROM searches"
