@@ -9,7 +9,7 @@ from __future__ import annotations
 import html
 import io
 
-from .api.results import SearchResult
+from .api.results import SearchResult, is_win
 
 OUTCOME_COLOURS = {
     "verified": "#2a9d3f",
@@ -153,7 +153,15 @@ def roofline_plot(
                 s=36,
                 label="after (best)" if i == 0 else None,
             )
-            ax.annotate(base.label[:18], (intensity, rate(base.time_us)), fontsize=6, alpha=0.7)
+        # Cases of one kernel often share an intensity: a number beside each pair (the case
+        # list below the plot names them) instead of labels stacked on one another.
+        ax.annotate(
+            str(i + 1),
+            (intensity, rate(base.time_us)),
+            xytext=(6, -4 - 9 * (i % 3)),
+            textcoords="offset points",
+            fontsize=7,
+        )
     ax.set_xscale("log")
     ax.set_yscale("log")
     ax.set_xlabel("arithmetic intensity (FLOP/byte; streaming kernels placed at 0.25)")
@@ -174,10 +182,43 @@ def render(result: SearchResult) -> str:
         else "estimated (no GPU: static cost model)"
     )
     best = next((v for v in result.variants if v.id == result.best), None)
-    rows = "".join(
-        f"<tr><td><code>{esc(v.id)}</code></td><td>{esc(v.origin)}</td><td>{v.speedup:.2f}x</td>"
-        f"<td>{'measured' if v.measured else 'estimate'}</td><td>{esc(v.description)}</td></tr>"
-        for v in result.variants
+    wins = [v for v in result.variants if is_win(v)]
+    others = [v for v in result.variants if not is_win(v)]
+
+    def rows(variants) -> str:
+        return "".join(
+            f"<tr><td><code>{esc(v.id)}</code></td><td>{esc(v.origin)}</td>"
+            f"<td>{v.speedup:.2f}x</td><td>{'measured' if v.measured else 'estimate'}</td>"
+            f"<td>{esc(v.description)}</td></tr>"
+            for v in variants
+        )
+
+    head = "<tr><th>id</th><th>made by</th><th>speedup</th><th>kind</th><th>what changed</th></tr>"
+    wins_html = (
+        f"<table>{head}{rows(wins)}</table>"
+        if wins
+        else "<p>No verified variant is faster than the original.</p>"
+    )
+    others_html = (
+        f"<h2>Verified, no faster than the original</h2><table>{head}{rows(others)}</table>"
+        if others
+        else ""
+    )
+    counts = result.candidates
+    counts_html = (
+        "<table><tr><th>rung</th><th>candidates reaching it</th></tr>"
+        + "".join(f"<tr><td>{esc(k)}</td><td>{n}</td></tr>" for k, n in counts.per_stage.items())
+        + "</table><table><tr><th>outcome</th><th>candidates</th></tr>"
+        + "".join(
+            f"<tr><td>{esc(k)}</td><td>{n}</td></tr>"
+            for k, n in sorted(counts.per_outcome.items(), key=lambda kv: (-kv[1], kv[0]))
+        )
+        + "</table>"
+    )
+    cases_html = (
+        "<ol class='cases'>"
+        + "".join(f"<li>{esc(b.label)}</li>" for b in result.baseline)
+        + "</ol>"
     )
     details = "".join(
         f"<details><summary><code>{esc(v.id)}</code> {esc(v.origin)}: {v.speedup:.2f}x</summary>"
@@ -193,16 +234,20 @@ def render(result: SearchResult) -> str:
     return f"""<!doctype html><html><head><meta charset="utf-8"><title>KernelBrain: {esc(result.kernel)}</title>
 <style>body{{font-family:system-ui,sans-serif;max-width:980px;margin:2em auto;color:#222}}
 table{{border-collapse:collapse;font-size:13px}}td,th{{border:1px solid #ccc;padding:3px 8px}}
-pre{{background:#f6f6f6;padding:8px;overflow:auto;font-size:12px}} .diff{{color:#333}}</style></head><body>
+pre{{background:#f6f6f6;padding:8px;overflow:auto;font-size:12px}} .diff{{color:#333}}
+.counts{{display:flex;gap:2em;align-items:flex-start}} .cases{{font-size:13px}}</style></head><body>
 <h1>{esc(result.kernel)}</h1>
 <p><code>{esc(result.file)}</code> · {esc(kind)} · {summary}</p>
-<p>Spent {spent.wall_s:.0f} s wall, {spent.gpu_s:.0f} s GPU, {spent.candidates} candidates; stopped: {esc(result.stopped)}.
-Candidates by rung: {esc(str(result.candidates.per_stage))}; outcomes: {esc(str(result.candidates.per_outcome))}.</p>
+<p>Spent {spent.wall_s:.0f} s of {result.budget.limits.wall_s:.0f} s wall, {spent.gpu_s:.0f} s GPU, {spent.candidates} candidates; stopped: {esc(result.stopped)}.</p>
+<div class="counts">{counts_html}</div>
 {"".join(f"<p><em>{esc(n)}</em></p>" for n in result.notes)}
+<h2>Faster variants</h2>
+{wins_html}
 {trajectory_plot(result)}
 {per_case_plot(result)}
 {roofline_plot(result, bytes_per_case, flops_per_case, copy_gbps, peak_tflops)}
-<h2>Verified variants</h2>
-<table><tr><th>id</th><th>made by</th><th>speedup</th><th>kind</th><th>what changed</th></tr>{rows}</table>
+<p>Cases on the roofline:</p>{cases_html}
+{others_html}
+<h2>Explanations and diffs</h2>
 {details}
 </body></html>"""

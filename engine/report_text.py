@@ -112,39 +112,67 @@ def print_profile(result) -> None:
     console.print(f"total GPU time {result.total_us / 1000:.2f} ms in {result.script}")
 
 
-def print_search(result) -> None:
+def counts_table(counts) -> Table:
+    """How many candidates reached each rung and how they ended, as rows a newcomer can read."""
+    t = Table("rung", "reached", title="candidates", title_justify="left")
+    for stage, n in counts.per_stage.items():
+        t.add_row(stage, str(n))
+    outcomes = Table("outcome", "candidates", title="outcomes", title_justify="left")
+    for outcome, n in sorted(counts.per_outcome.items(), key=lambda kv: (-kv[1], kv[0])):
+        outcomes.add_row(outcome, str(n))
+    grid = Table.grid(padding=(0, 4))
+    grid.add_row(t, outcomes)
+    return grid
+
+
+def _variant_table(result, variants) -> Table:
+    t = Table("variant", "made by", "speedup", "per case", "kind")
+    for v in variants:
+        t.add_row(
+            v.id[:10] + (" *" if v.id == result.best else ""),
+            v.origin[:40],
+            f"{v.speedup:.2f}x",
+            " ".join(f"{c.speedup:.2f}" for c in v.per_case),
+            "measured" if v.measured else "estimate",
+        )
+    return t
+
+
+def print_search(result, out: Console | None = None) -> None:
+    from .api.results import is_win
+
+    out = out or console
     kind = (
         "measured"
         if result.measured
         else "estimated (no GPU: verified on the CPU interpreter, ranked by the cost model)"
     )
-    console.print(f"[bold]{result.kernel}[/] ({result.file}) on {result.device}: {kind}")
-    spent = result.budget.spent
-    console.print(
-        f"stopped: {result.stopped} · {spent.wall_s:.0f} s, {spent.candidates} candidates, "
-        f"{spent.gpu_s:.0f} s GPU"
+    out.print(f"[bold]{result.kernel}[/] ({result.file}) on {result.device}: {kind}")
+    spent, limits = result.budget.spent, result.budget.limits
+    out.print(
+        f"stopped: {result.stopped}\nspent: {spent.wall_s:.0f} s of {limits.wall_s:.0f} s, "
+        f"{spent.candidates} candidates, {spent.gpu_s:.0f} s GPU"
     )
-    if not result.variants:
-        console.print("no verified variant is faster than the original")
-    t = Table("variant", "made by", "speedup", "per case", "kind")
-    for v in result.variants[:10]:
-        per_case = " ".join(f"{c.speedup:.2f}" for c in v.per_case)
-        t.add_row(
-            v.id[:10] + (" *" if v.id == result.best else ""),
-            v.origin[:40],
-            f"{v.speedup:.2f}x",
-            per_case,
-            "measured" if v.measured else "estimate",
+    out.print(counts_table(result.candidates))
+    wins = [v for v in result.variants if is_win(v)]
+    others = [v for v in result.variants if not is_win(v)]
+    if wins:
+        out.print(_variant_table(result, wins[:10]))
+    else:
+        out.print("no verified variant is faster than the original")
+    if others:
+        shown = ", ".join(f"{v.id[:8]} ({v.origin[:24]}, {v.speedup:.2f}x)" for v in others[:6])
+        more = f" and {len(others) - 6} more" if len(others) > 6 else ""
+        out.print(
+            f"[dim]verified but no faster than the original: {shown}{more}[/]", highlight=False
         )
-    if result.variants:
-        console.print(t)
     best = next((v for v in result.variants if v.id == result.best), None)
     if best is not None:
-        console.print(
+        out.print(
             f"\n[bold]best[/] {best.id} ({best.speedup:.2f}x, "
             f"{'measured' if best.measured else 'estimated'}), found after {result.time_to_best_s:.0f} s:"
         )
-        console.print(best.explanation, markup=False)
-        console.print(best.diff, markup=False, highlight=False)
+        out.print(best.explanation, markup=False)
+        out.print(best.diff, markup=False, highlight=False)
     for note in result.notes:
-        console.print(f"[dim]note: {note}[/]")
+        out.print(f"[dim]note: {note}[/]")

@@ -104,3 +104,15 @@ class SearchEvent(msgspec.Struct):
     best_speedup: float | None = None
     best_id: str | None = None
     measured: bool = False
+
+
+# An estimate this close to 1.0 is within the cost model's own error: no win to show.
+ESTIMATE_WIN_MARGIN = 0.01
+
+
+def is_win(v: Variant) -> bool:
+    """A variant worth showing as faster: measured, faster than the original beyond the noise on
+    some case and on the geomean; estimated, ahead by more than the model's margin."""
+    if v.measured:
+        return v.speedup > 1.0 and any(c.verdict == "faster" for c in v.per_case)
+    return v.speedup > 1.0 + ESTIMATE_WIN_MARGIN

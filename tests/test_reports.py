@@ -1,0 +1,94 @@
+"""The search's reports read well for a newcomer: counts as tables, variants no faster than the
+original listed apart from real wins, an 80-column terminal or a file that shows every line
+whole, and roofline labels that cannot stack on one another."""
+
+from __future__ import annotations
+
+import io
+import re
+
+from rich.console import Console
+
+from kernelbrain.engine.api.budget import Budget, Spent
+from kernelbrain.engine.api.results import (
+    BaselineCase,
+    BudgetReport,
+    CandidateCounts,
+    CaseValue,
+    SearchResult,
+    TrajectoryPoint,
+    Variant,
+    is_win,
+)
+from kernelbrain.engine.report_html import render
+from kernelbrain.engine.report_text import print_search
+
+LABELS = ["x: 16384x4096 bf16", "x: 4096x1024 bf16", "x: 1024x32768 bf16"]
+
+
+def _variant(vid: str, speedups: list[float], verdicts: list[str], origin: str) -> Variant:
+    per_case = [
+        CaseValue(label, 100.0, 100.0 / s, s, verdict)
+        for label, s, verdict in zip(LABELS, speedups, verdicts)
+    ]
+    geo = (speedups[0] * speedups[1] * speedups[2]) ** (1 / 3)
+    return Variant(vid, origin, f"{origin} rewrite", geo, per_case, ["smoke"], True, "", "")
+
+
+def _result() -> SearchResult:
+    win = _variant("winner0001", [2.0, 1.5, 1.8], ["faster"] * 3, "single-pass+config")
+    same = _variant("sameas0002", [1.001, 0.999, 1.002], ["same"] * 3, "config")
+    return SearchResult(
+        kernel="softmax_kernel",
+        file="ops/softmax.py",
+        device="cuda:0",
+        measured=True,
+        baseline=[BaselineCase(label, 100.0, True) for label in LABELS],
+        variants=[win, same],
+        best=win.id,
+        time_to_best_s=41.0,
+        budget=BudgetReport(Budget(wall_s=120), Spent(wall_s=118, gpu_s=30, candidates=41)),
+        candidates=CandidateCounts(
+            41, {"compile": 41, "smoke": 20, "full": 6}, {"verified": 2, "estimate:ranked-out": 21}
+        ),
+        stopped="stagnation: no better variant in 3 generations",
+        trajectory=[TrajectoryPoint(41.0, win.id, win.origin, "verified", 1.76, 1.0)],
+        case_bytes=[2 * 16384 * 4096 * 2, 2 * 4096 * 1024 * 2, 2 * 1024 * 32768 * 2],
+        case_flops=[None, None, None],
+        ceilings={"copy_gbps": 4280.0, "bf16_tflops": 680.0},
+    )
+
+
+def test_wins_are_apart_from_variants_no_faster():
+    result = _result()
+    assert [is_win(v) for v in result.variants] == [True, False]
+    # An estimate within the model's margin is no win either.
+    estimate = _variant("estimate03", [1.005] * 3, [None] * 3, "config")
+    estimate.measured = False
+    assert not is_win(estimate)
+
+
+def test_terminal_report_at_80_columns():
+    buf = io.StringIO()
+    print_search(_result(), Console(file=buf, width=80, highlight=False, soft_wrap=True))
+    text = buf.getvalue()
+    lines = text.splitlines()
+    assert all(len(line) <= 80 for line in lines), [line for line in lines if len(line) > 80]
+    assert "{" not in text  # counts are tables, not a raw dict
+    assert re.search(r"estimate:ranked-out\s+│\s+21", text), text
+    wins, _, rest = text.partition("verified but no faster than the original:")
+    assert "winner0001" in wins and "sameas0002" not in wins
+    assert "sameas00" in rest
+    assert "stopped: stagnation: no better variant in 3 generations" in text
+
+
+def test_html_report_tables_and_roofline_labels():
+    page = render(_result())
+    assert "{'" not in page and "estimate:ranked-out</td><td>21" in page
+    faster, _, slower = page.partition("Verified, no faster than the original")
+    assert "winner0001" in faster and "sameas0002" in slower
+    assert "sameas0002" not in faster.split("<h2>Faster variants</h2>")[1].split("<svg")[0]
+    # The roofline numbers its cases (listed under it) instead of writing labels onto the plot.
+    roofline = page[page.index("Roofline position") :]
+    assert "16384x4096" not in roofline.split("</svg>")[0]
+    assert all(f"<li>{label}</li>" in page for label in LABELS)
