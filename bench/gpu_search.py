@@ -1,10 +1,14 @@
-"""GPU figures for the search (issue "Budget-aware coarse-to-fine search"), for BENCHMARKS.md.
+"""GPU figures for the search, for BENCHMARKS.md.
 
     python bench/gpu_search.py --out DIR [--budget 60] [--ops gelu,softmax,...] [--ladder-vs-full softmax]
+    python bench/gpu_search.py --out DIR --corpus [KERNEL,...] --budget 120 \
+        --compile-modes default,max-autotune-no-cudagraphs
 
-For each example: `optimize` on the GPU with the offline mutators; the best variant's per-case
-time, achieved bandwidth (or TFLOP/s) against the measured ceilings, time-to-best, and the
-torch.compile baseline of the reference on the same cases (cuBLAS for the matmul); the Spearman
+For each example (or each kernel of the corpus in tests/corpus, by its harness): `optimize` on the
+GPU with the offline mutators; the best variant's per-case time, achieved bandwidth (or TFLOP/s)
+against the measured ceilings, time-to-best, the original and the best timed alone, and
+torch.compile of the reference on the same cases in each mode asked for (cuBLAS for the
+matmul), all timed by one method (`timing.measure`); the Spearman
 rank correlation between the CPU cost model's estimates and the measured speedups of the
 variants. With --ladder-vs-full, the same candidates are searched once with the ladder and once
 at full fidelity, and the GPU time of both is compared.
@@ -37,43 +41,63 @@ from kernelbrain.engine.store import Store  # noqa: E402
 from kernelbrain.engine.task import find_task  # noqa: E402
 
 OPS = ["gelu", "softmax", "rmsnorm", "col_sum", "cross_entropy", "matmul"]
+CORPUS = ROOT / "tests" / "corpus"
 
 
-def workspace() -> Path:
+def workspace(source: Path = ROOT / "examples") -> Path:
     ws = Path(tempfile.mkdtemp(prefix="kb-gpu-")) / "ws"
-    shutil.copytree(
-        ROOT / "examples", ws, ignore=shutil.ignore_patterns(".kernelbrain", "__pycache__")
-    )
+    shutil.copytree(source, ws, ignore=shutil.ignore_patterns(".kernelbrain", "__pycache__"))
     return ws
 
 
-def _module_and_cases(path: Path, op: str):
-    """An example module (or a variant of it) loaded from `path`, and its benchmark cases, drawn
-    with the seed the search's harness uses."""
+def _load(path: Path, name: str, root: str | None):
     import importlib.util
 
-    import torch
-
-    spec = importlib.util.spec_from_file_location(f"{path.stem}_{op}", path)
+    if root and root not in sys.path:
+        sys.path.insert(0, root)  # the harness's folder: helpers the kernel imports live there
+    spec = importlib.util.spec_from_file_location(name, path)
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
-    torch.manual_seed(0)
-    return mod, getattr(mod, f"{op}_inputs")("cuda")
+    return mod
 
 
-def torch_baselines(op: str, rep_ms: float = 200.0) -> dict:
-    """torch.compile (default mode) of the reference, and cuBLAS for matmul, on the same cases."""
+def _module_and_cases(path: Path, task):
+    """The task's module (or a variant of it) loaded from `path`, and the task's benchmark cases
+    (from its inputs function, wherever that lives), drawn with the seed the search's harness
+    uses."""
     import torch
 
-    mod, cases = _module_and_cases(ROOT / "examples" / "ops" / f"{op}.py", op)
-    ref = getattr(mod, f"{op}_ref")
-    compiled = torch.compile(ref)
-    out = {"compile_us": [], "eager_us": []}
-    for args in cases:
-        out["compile_us"].append(_median_us(lambda: compiled(*args), rep_ms))
-        out["eager_us"].append(_median_us(lambda: ref(*args), rep_ms))
-    if op == "matmul":
-        out["cublas_us"] = [_median_us(lambda: a @ b, rep_ms) for a, b in cases]
+    mod = _load(path, f"{path.stem}_{abs(hash(str(path)))}", task.root)
+    where, _, name = task.inputs.rpartition(":")
+    inputs_mod = (
+        mod
+        if not where or Path(where) == Path(task.file)
+        else _load(Path(where), "inputs", task.root)
+    )
+    torch.manual_seed(0)
+    return mod, getattr(inputs_mod, name)("cuda")
+
+
+def torch_baselines(task, modes: list[str], rep_ms: float = 200.0) -> dict:
+    """PyTorch eager and torch.compile (each mode in `modes`) of the reference, and cuBLAS for a
+    matmul, on the same cases."""
+    import torch
+
+    mod, cases = _module_and_cases(Path(task.file), task)
+    ref_mod = (
+        mod
+        if Path(task.reference_module) == Path(task.file)
+        else _load(Path(task.reference_module), "reference", task.root)
+    )
+    ref = getattr(ref_mod, task.reference)
+    out = {"eager_us": [_median_us(lambda: ref(*args), rep_ms) for args in cases]}
+    for mode in modes:
+        torch._dynamo.reset()
+        compiled = torch.compile(ref) if mode == "default" else torch.compile(ref, mode=mode)
+        key = "compile_us" if mode == "default" else f"compile_{mode}_us"
+        out[key] = [_median_us(lambda: compiled(*args), rep_ms) for args in cases]
+    if "matmul" in task.kernel:
+        out["cublas_us"] = [_median_us(lambda: a @ b, rep_ms) for a, b, *_ in cases]
     del cases
     torch.cuda.empty_cache()
     return out
@@ -86,7 +110,7 @@ def _median_us(fn, rep_ms: float) -> float:
     return sorted(t[0])[len(t[0]) // 2] * 1000
 
 
-def time_alone(op: str, source: str, entry: str, rep_ms: float = 200.0) -> list[float]:
+def time_alone(task, source: str, rep_ms: float = 200.0) -> list[float]:
     """The best variant timed on its own, per case, as `torch_baselines` times torch.compile and
     cuBLAS and as the ceilings are timed (`timing.measure` of one function: CUDA graphs under
     0.1 ms). The search's own figure for it comes from its final A/B, which runs eagerly whenever
@@ -97,10 +121,11 @@ def time_alone(op: str, source: str, entry: str, rep_ms: float = 200.0) -> list[
     the ratio to torch.compile are taken from this timing; the A/B's stays in `best_us`."""
     import torch
 
-    path = Path(tempfile.mkdtemp(prefix="kb-best-")) / f"{op}_best.py"
+    # Beside the original, so that what it imports from its own folder is found.
+    path = Path(task.file).with_name(f"_kb_alone_{abs(hash(source))}.py")
     path.write_text(source)
-    mod, cases = _module_and_cases(path, op)
-    fn = getattr(mod, entry)
+    mod, cases = _module_and_cases(path, task)
+    fn = getattr(mod, task.entry)
     out = [_median_us(lambda: fn(*args), rep_ms) for args in cases]
     del cases
     torch.cuda.empty_cache()
@@ -108,7 +133,13 @@ def time_alone(op: str, source: str, entry: str, rep_ms: float = 200.0) -> list[
 
 
 def summarize(
-    op: str, result, ceilings, torch_times: dict, quick: list[dict], alone_us: list[float]
+    op: str,
+    result,
+    ceilings,
+    torch_times: dict,
+    quick: list[dict],
+    alone_us: list[float],
+    original_alone_us: list[float] | None = None,
 ) -> dict:
     best = next((v for v in result.variants if v.id == result.best), None)
     row = {
@@ -121,6 +152,7 @@ def summarize(
         "baseline_us": [b.time_us for b in result.baseline],
         "torch": torch_times,
         "cases": [],
+        "budget_s": result.budget.limits.wall_s,
         "rung_seconds": result.rung_seconds,
         "stage_seconds": result.stage_seconds,
         "notes": result.notes,
@@ -141,7 +173,15 @@ def summarize(
             "ab_frac_copy": nbytes / us / 1e3 / ceilings.copy_gbps,
             "compile_us": torch_times["compile_us"][i],
             "vs_compile": torch_times["compile_us"][i] / alone,
+            "eager_us": torch_times["eager_us"][i],
         }
+        mat = torch_times.get("compile_max-autotune-no-cudagraphs_us")
+        if mat:
+            case["max_autotune_us"] = mat[i]
+            case["vs_max_autotune"] = mat[i] / alone
+        if original_alone_us:
+            case["original_alone_us"] = original_alone_us[i]
+            case["vs_original_alone"] = original_alone_us[i] / alone
         if flops:
             case["tflops"] = flops / alone / 1e6
             case["frac_cublas"] = (
@@ -190,9 +230,15 @@ def summarize(
 UNVERIFIED = ("ranked-out", "below-lead")  # pruned or kept as stepping stones: not rejections
 
 
-def search(op: str, budget_s: float, pool, dev, **kw):
-    ws = workspace()
-    task = find_task(ws / "ops" / f"{op}.py", f"{op}_kernel")
+def search(target, budget_s: float, pool, dev, **kw):
+    """`target`: an example's name, or (workspace source, file, kernel) of another task."""
+    source, file, kernel = (
+        target
+        if isinstance(target, tuple)
+        else (ROOT / "examples", f"ops/{target}.py", f"{target}_kernel")
+    )
+    ws = workspace(source)
+    task = find_task(ws / file, kernel)
     s = Search(
         task,
         device="cuda:0",
@@ -230,7 +276,7 @@ def search(op: str, budget_s: float, pool, dev, **kw):
         and n.quick is not None
         and (est := s.population.estimated_speedup(n))
     ]
-    return result, quick, task.entry
+    return result, quick, task
 
 
 COMMON_RUNGS = (
@@ -246,6 +292,21 @@ def candidates_gpu_s(result) -> float:
     return result.budget.spent.gpu_s - sum(result.rung_seconds.get(r, 0.0) for r in COMMON_RUNGS)
 
 
+def targets(args) -> list[tuple[str, object]]:
+    """(name, search target) for each example of --ops, or each corpus task of --corpus."""
+    if args.corpus is None:
+        return [(op, op) for op in args.ops.split(",") if op]
+    import tomllib
+
+    tasks = tomllib.loads((CORPUS / "kernelbrain.toml").read_text())["tasks"]
+    wanted = None if args.corpus == "all" else set(args.corpus.split(","))
+    return [
+        (t["kernel"], (CORPUS, t["file"], t["kernel"]))
+        for t in tasks
+        if wanted is None or t["kernel"] in wanted
+    ]
+
+
 def fresh_cache_pool(tag: str) -> WorkerPool:
     """Workers started from here on compile into a new, empty Triton cache."""
     os.environ["TRITON_CACHE_DIR"] = tempfile.mkdtemp(prefix=f"kb-triton-{tag}-")
@@ -257,6 +318,18 @@ def main() -> int:
     ap.add_argument("--out", type=Path, required=True)
     ap.add_argument("--budget", type=float, default=60.0)
     ap.add_argument("--ops", default=",".join(OPS))
+    ap.add_argument(
+        "--corpus",
+        nargs="?",
+        const="all",
+        default=None,
+        help="search tests/corpus instead of the examples: every task, or these kernels",
+    )
+    ap.add_argument(
+        "--compile-modes",
+        default="default",
+        help="torch.compile modes to time the reference in (comma-separated)",
+    )
     ap.add_argument("--ladder-vs-full", default="")
     ap.add_argument("--full-candidates", type=int, default=16)
     ap.add_argument(
@@ -277,11 +350,11 @@ def main() -> int:
         print(
             f"ceilings: copy {ce.copy_gbps:.0f} GB/s, bf16 {ce.bf16_tflops:.0f} TFLOP/s", flush=True
         )
-        for op in [o for o in args.ops.split(",") if o]:
+        for op, target in targets(args):
             t0 = time.time()
             try:
-                result, quick, entry = search(
-                    op,
+                result, quick, task = search(
+                    target,
                     args.budget,
                     pool,
                     dev,
@@ -289,16 +362,18 @@ def main() -> int:
                     max_candidates=args.max_candidates,
                     compile_workers=args.compile_workers,
                 )
-                torch_times = torch_baselines(op)
+                modes = ["default"] + [m for m in args.compile_modes.split(",") if m != "default"]
+                torch_times = torch_baselines(task, modes)
                 best = next((v for v in result.variants if v.id == result.best), None)
                 try:
-                    alone = time_alone(op, best.source, entry) if best else []
+                    alone = time_alone(task, best.source) if best else []
+                    original_alone = time_alone(task, result.original)
                 except Exception:  # the search's record matters more than this extra figure
-                    alone = []
+                    alone, original_alone = [], []
                     result.notes.append(
                         "timing the best alone failed: " + traceback.format_exc()[-1500:]
                     )
-                row = summarize(op, result, ce, torch_times, quick, alone)
+                row = summarize(op, result, ce, torch_times, quick, alone, original_alone)
             except Exception:
                 row = {"op": op, "error": traceback.format_exc()[-3000:]}
                 print(row["error"], flush=True)
@@ -323,7 +398,9 @@ def main() -> int:
                         f"   {c['label']:42s} {c['baseline_us']:9.1f} -> {c['best_us']:9.1f} us (A/B), "
                         f"{c['alone_us']:.1f} us alone: {c['gbps']:6.0f} GB/s = {c['frac_copy']:.1%} of copy "
                         f"(A/B {c['ab_frac_copy']:.1%}); torch.compile {c['compile_us']:.1f} us "
-                        f"({c['vs_compile']:.2f}x){extra}",
+                        f"({c['vs_compile']:.2f}x), max-autotune {c.get('max_autotune_us', 0):.1f} us "
+                        f"({c.get('vs_max_autotune', 0):.2f}x), original alone "
+                        f"{c.get('original_alone_us', 0):.1f} us{extra}",
                         flush=True,
                     )
         for op in [o for o in args.ladder_vs_full.split(",") if o]:
