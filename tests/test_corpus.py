@@ -127,6 +127,7 @@ LAUNCH_SHAPES = {
     "second kernel of a file": ("geglu.py", "geglu_bwd_kernel"),
     "gradient-writing forward": ("cross_entropy_grad.py", "ce_fwd_grad_kernel"),
     "autotune, configs from a loop, pruned": ("matmul_pruned.py", "matmul_kernel"),
+    "warmup, then the compiled kernel launched": ("softmax_warmup.py", "softmax_kernel"),
 }
 LAUNCH_MUTATORS = ("config", "autotune", "autotune-space")
 
@@ -137,7 +138,9 @@ def test_launch_mutators_reach_every_launcher_shape(corpus, shape):
     task = find_task(corpus / file, kernel)
     source = (corpus / file).read_text()
     ctx = MutationContext(task, source)
-    assert ctx.entry_launches(), f"{shape}: no launch found from `{task.entry}`"
+    launches = ctx.entry_launches()
+    assert launches, f"{shape}: no launch found from `{task.entry}`"
+    assert all(lv.grid is not None for lv in launches), shape
     made = [
         p
         for name in LAUNCH_MUTATORS
@@ -162,3 +165,19 @@ def test_a_zero_fill_an_early_return_leaves_in_place_is_kept(corpus):
     full_ctx = MutationContext(task, full)
     assert [f for f in check_module(full_ctx.module, select=["KB106"]) if f.kernel == kernel]
     assert list(load_mutators()["launcher-cleanup"].propose(full_ctx))
+
+
+def test_a_warmup_launch_is_one_launch_with_the_compiled_kernels_grid(corpus):
+    """`k = kernel.warmup(args, BLOCK_SIZE=..., grid=(1,))` then `k[(programs, 1, 1)](...)`: the
+    index records one launch, its options from the warmup and its grid from the compiled launch,
+    so configuration candidates retune what the warmup compiles."""
+    task = find_task(corpus / "softmax_warmup.py", "softmax_kernel")
+    source = (corpus / "softmax_warmup.py").read_text()
+    ctx = MutationContext(task, source)
+    (lv,) = ctx.entry_launches()
+    assert lv.warmup and lv.site.grid == "(programs, 1, 1)"
+    assert set(lv.options) == {"num_warps"}  # `grid=` is the warmup's, not a launch option
+    assert {"BLOCK_SIZE", "num_stages"} <= set(lv.args)  # constexprs of this kernel
+    tuned = [p for p in load_mutators()["config"].propose(ctx) if "num_warps=" in p.description]
+    assert tuned and all("softmax_kernel.warmup(" in p.source for p in tuned)
+    assert any("num_warps=4, grid=(1,)" in p.source for p in tuned)

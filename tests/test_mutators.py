@@ -29,6 +29,7 @@ SHOWCASE = {
     "grouped-order": "matmul",
     "hints": "softmax",
     "autotune": "gelu",
+    "autotune-space": "gelu after autotune",
     "int64-offsets": "softmax",
     "coarsen-atomics": "col_sum",
     "own-columns": "col_sum",

@@ -52,6 +52,10 @@ class ParsedModule:
     launch_nodes: list[tuple[LaunchSite, ast.Call]] = field(default_factory=list)
     function_nodes: dict[str, ast.FunctionDef] = field(default_factory=dict)
     module_constants: dict[str, ast.expr] = field(default_factory=dict)
+    # `compiled = K.warmup(...)` then `compiled[grid](...)`: the warmup call (a launch node,
+    # where the arguments and launch options are written) -> the compiled kernel's launch (where
+    # the grid is), by id of the warmup call.
+    compiled_launches: dict[int, ast.Call] = field(default_factory=dict)
 
     def span(self, node: ast.AST) -> Span:
         return node_span(self.lines, node)
@@ -179,6 +183,7 @@ class _Indexer:
         self.tree = pm.tree
         self.aliases = pm.aliases
         self._subscript_calls: list[tuple[ast.Call, tuple[str, ...]]] = []
+        self._warmup_calls: list[tuple[ast.Call, tuple[str, ...]]] = []
 
     def _scan(self) -> list[ast.stmt]:
         """One pass over the tree (it dominates indexing time on large files): records
@@ -203,6 +208,12 @@ class _Indexer:
                     imports.append(child)  # type: ignore[arg-type]
                 elif kind is ast.Call and type(child.func) is ast.Subscript:  # type: ignore[attr-defined]
                     self._subscript_calls.append((child, scope))  # type: ignore[arg-type]
+                elif (
+                    kind is ast.Call
+                    and type(child.func) is ast.Attribute  # type: ignore[attr-defined]
+                    and child.func.attr == "warmup"  # type: ignore[attr-defined]
+                ):
+                    self._warmup_calls.append((child, scope))  # type: ignore[arg-type]
                 stack.append((child, scope))
         return imports
 
@@ -363,10 +374,15 @@ class _Indexer:
         return out
 
     def _launch_sites(self, kernel_names: set[str]) -> list[tuple[LaunchSite, ast.Call]]:
+        """Every launch of a kernel of this file: `kernel[grid](...)`, and `kernel.warmup(...)`
+        (ahead-of-time compilation with the launch's arguments and options) whose compiled kernel
+        the same function launches later (`compiled[grid](...)`): that pair is one launch, its
+        node the warmup call, its grid the compiled launch's."""
         sites: list[tuple[LaunchSite, ast.Call]] = []
-        for call, scope in sorted(
-            self._subscript_calls, key=lambda c: (c[0].lineno, c[0].col_offset)
-        ):
+        compiled = self._compiled_launches(kernel_names)
+        calls = [(c, scope, "launch") for c, scope in self._subscript_calls]
+        calls += [(c, scope, "warmup") for c, scope in self._warmup_calls]
+        for call, scope, how in sorted(calls, key=lambda c: (c[0].lineno, c[0].col_offset)):
             target = call.func.value  # type: ignore[attr-defined]
             name = (
                 target.id
@@ -375,20 +391,64 @@ class _Indexer:
             )
             if name not in kernel_names:
                 continue
+            keywords = [k for k in call.keywords if k.arg]
+            if how == "warmup":
+                launch = compiled.get(id(call))
+                grid_kw = next((k.value for k in keywords if k.arg == "grid"), None)
+                grid = launch.func.slice if launch is not None else grid_kw  # type: ignore[attr-defined]
+                keywords = [k for k in keywords if k.arg != "grid"]
+                if launch is not None:
+                    self.pm.compiled_launches[id(call)] = launch
+            else:
+                grid = call.func.slice  # type: ignore[attr-defined]
             sites.append(
                 (
                     LaunchSite(
                         kernel=name,
                         span=node_span(self.pm.lines, call),
-                        grid=ast.unparse(call.func.slice),  # type: ignore[attr-defined]
+                        grid=ast.unparse(grid) if grid is not None else "",
                         args=[ast.unparse(a) for a in call.args],
-                        kwargs={k.arg: ast.unparse(k.value) for k in call.keywords if k.arg},
+                        kwargs={k.arg: ast.unparse(k.value) for k in keywords},  # type: ignore[misc]
                         launcher=self._launcher_of(list(scope)),
                     ),
                     call,
                 )
             )
         return sites
+
+    def _compiled_launches(self, kernel_names: set[str]) -> dict[int, ast.Call]:
+        """`c = K.warmup(...)` in a function, then `c[grid](...)` later in the same function:
+        the warmup call's id -> that launch (the last one before `c` is bound again)."""
+        out: dict[int, ast.Call] = {}
+        for fn in self.pm.function_nodes.values():
+            bound: dict[str, ast.Call] = {}
+            nodes = sorted(
+                (n for n in ast.walk(fn) if isinstance(n, (ast.Assign, ast.Call))),
+                key=lambda n: (n.lineno, n.col_offset),
+            )
+            for n in nodes:
+                if isinstance(n, ast.Assign):
+                    v = n.value
+                    names = [t.id for t in n.targets if isinstance(t, ast.Name)]
+                    is_warmup = (
+                        isinstance(v, ast.Call)
+                        and isinstance(v.func, ast.Attribute)
+                        and v.func.attr == "warmup"
+                        and isinstance(v.func.value, ast.Name)
+                        and v.func.value.id in kernel_names
+                    )
+                    for t in names:
+                        if is_warmup:
+                            bound[t] = v  # type: ignore[assignment]
+                        else:
+                            bound.pop(t, None)
+                elif (
+                    isinstance(n.func, ast.Subscript)
+                    and isinstance(n.func.value, ast.Name)
+                    and n.func.value.id in bound
+                ):
+                    out[id(bound[n.func.value.id])] = n
+        return out
 
     def _launcher_of(self, scope: list[str]) -> str | None:
         """The qualified name of the innermost enclosing function (classes included in the name)."""

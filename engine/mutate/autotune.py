@@ -47,6 +47,8 @@ def propose(ctx: MutationContext):
     if len(launches) != 1 or not tiles:
         return
     lv = launches[0]
+    if lv.warmup:
+        return  # an autotuner has no ahead-of-time compile of one configuration to hand back
     lk = launch_knobs(ctx, lv)
     static = lk.static
     if len(static) != len(tiles):
@@ -98,7 +100,7 @@ def propose(ctx: MutationContext):
         + f"    ],\n    key={key!r},\n)"
     )
     edits.insert_line(first.lineno, deco)
-    grid = lv.call.func.slice  # type: ignore[attr-defined]
+    grid = lv.grid
     grid_node = lv.resolve(grid) if isinstance(grid, ast.Name) else grid
     g0, g1 = edits.span(grid_node)
     if any(

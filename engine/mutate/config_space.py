@@ -50,7 +50,7 @@ def tile_params(ctx: MutationContext) -> list[str]:
 
 
 def _grid_node(lv) -> ast.expr | None:
-    grid = lv.call.func.slice  # type: ignore[attr-defined]
+    grid = lv.grid
     resolved = lv.resolve(grid)
     return resolved if resolved is not None else grid
 

@@ -93,7 +93,9 @@ def propose(ctx: MutationContext):
     new_fn.args.defaults.append(ast.Constant(GROUP_M))
     edits = Edits(ctx.source).replace_function(kv.node, fix(new_fn))
     for lv in ctx.entry_launches():
-        grid = lv.call.func.slice  # type: ignore[attr-defined]
+        if lv.warmup:
+            return  # its compiled launch passes every parameter by position: no new one fits
+        grid = lv.grid
         node = lv.resolve(grid) if isinstance(grid, ast.Name) else grid
         if not (isinstance(node, ast.Tuple) and len(node.elts) == 2):
             return

@@ -177,8 +177,11 @@ def split_reductions(ctx: MutationContext) -> Iterator[SplitReduction]:
 
 
 def grid_axis(lv: LaunchView, axis: int) -> tuple[ast.Tuple, ast.expr] | None:
-    """The launch's grid tuple and its element for `axis` (a literal tuple, or a name bound to one)."""
-    grid = lv.call.func.slice  # type: ignore[attr-defined]
+    """The launch's grid tuple and its element for `axis` (a literal tuple, or a name bound to one);
+    None for a warmup launch, whose compiled kernel's launch passes every argument by position."""
+    if lv.warmup:
+        return None
+    grid = lv.grid
     node = lv.resolve(grid) if isinstance(grid, ast.Name) else grid
     if not (isinstance(node, ast.Tuple) and len(node.elts) > axis):
         return None

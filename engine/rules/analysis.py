@@ -387,14 +387,33 @@ class LaunchView:
         for k in self.call.keywords:
             if k.arg in self.kernel.params:
                 self.args[k.arg] = k.value
-            elif k.arg:
+            elif k.arg and not (k.arg == "grid" and self.warmup):
                 self.options[k.arg] = k.value
         if self.launcher is not None:
-            line = self.call.lineno
+            # A warmup launch's grid is computed before its compiled kernel's launch, later on.
+            launch = self.pm.compiled_launches.get(id(self.call), self.call)
+            line = launch.lineno
             for name, values in _assignments(ast.walk(self.launcher)).items():
                 before = [v for v in values if v.lineno <= line]
                 if before:
                     self._local[name] = before
+
+    @property
+    def grid(self) -> ast.expr | None:
+        """The grid expression: `kernel[grid]`, or for a warmup launch the compiled kernel's
+        launch `compiled[grid]` (the warmup's own `grid=` when no launch follows)."""
+        func = self.call.func
+        if isinstance(func, ast.Subscript):
+            return func.slice
+        launch = self.pm.compiled_launches.get(id(self.call))
+        if launch is not None:
+            return launch.func.slice  # type: ignore[attr-defined]
+        return next((k.value for k in self.call.keywords if k.arg == "grid"), None)
+
+    @property
+    def warmup(self) -> bool:
+        """An ahead-of-time `kernel.warmup(...)` launch (compiled, then launched apart)."""
+        return not isinstance(self.call.func, ast.Subscript)
 
     def local(self, name: str) -> ast.expr | None:
         """The launcher-local value of `name` at the launch (its latest assignment before it)."""
