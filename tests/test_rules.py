@@ -290,6 +290,31 @@ CASES = {
             return out
         """,
     ),
+    "KB114": (
+        """
+        SQRT_2_OVER_PI = 0.7978845608028654
+
+        @triton.jit
+        def k(x_ptr, out_ptr, n, B: tl.constexpr):
+            offs = tl.program_id(0) * B + tl.arange(0, B)
+            x = tl.load(x_ptr + offs, mask=offs < n)
+            tl.store(out_ptr + offs, x * SQRT_2_OVER_PI, mask=offs < n)
+        """,
+        """
+        SQRT_2_OVER_PI = tl.constexpr(0.7978845608028654)
+        SCALE = 2.0
+
+        @triton.jit
+        def k(x_ptr, out_ptr, n, B: tl.constexpr):
+            SCALE = 3.0
+            offs = tl.program_id(0) * B + tl.arange(0, B)
+            x = tl.load(x_ptr + offs, mask=offs < n)
+            tl.store(out_ptr + offs, x * SQRT_2_OVER_PI * SCALE, mask=offs < n)
+
+        def launch(x):
+            return x * SCALE
+        """,
+    ),
 }
 
 

@@ -6,7 +6,7 @@ import triton
 import triton.language as tl
 from triton.language.extra import libdevice
 
-INV_SQRT_2 = 0.7071067811865476
+INV_SQRT_2 = tl.constexpr(0.7071067811865476)
 
 
 @triton.jit
@@ -61,7 +61,7 @@ def geglu_ref(gate, up):
 
 def geglu_backward_ref(dout, gate, up):
     d, g, u = dout.float(), gate.float(), up.float()
-    cdf = 0.5 * (1.0 + torch.erf(g * INV_SQRT_2))
+    cdf = 0.5 * (1.0 + torch.erf(g * INV_SQRT_2.value))
     pdf = torch.exp(-0.5 * g * g) / (2 * torch.pi) ** 0.5
     return (d * u * (cdf + g * pdf)).to(gate.dtype), (d * g * cdf).to(up.dtype)
 

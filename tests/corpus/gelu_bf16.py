@@ -6,7 +6,7 @@ import triton
 import triton.language as tl
 from triton.language.extra.libdevice import tanh
 
-SQRT_2_OVER_PI = 0.7978845608028654
+SQRT_2_OVER_PI = tl.constexpr(0.7978845608028654)
 
 
 @triton.jit
