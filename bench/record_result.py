@@ -16,10 +16,28 @@ from pathlib import Path
 RESULTS = Path(__file__).resolve().parent / "results"
 
 
-def summarize(record: dict, run: str, date: str, env: list[str], command: str) -> dict:
+CASE_FIELDS = (
+    "label",
+    "baseline_us",
+    "best_us",
+    "alone_us",
+    "original_alone_us",
+    "frac_copy",
+    "frac_cublas",
+    "eager_us",
+    "compile_us",
+    "vs_compile",
+    "max_autotune_us",
+    "vs_max_autotune",
+)
+
+
+def summarize(
+    record: dict, run: str, date: str, env: list[str], command: str, kind: str = "search"
+) -> dict:
     spent = record.get("spent", {})
     return {
-        "kind": "search",
+        "kind": kind,
         "run": run,
         "date": date,
         "op": record["op"],
@@ -36,19 +54,7 @@ def summarize(record: dict, run: str, date: str, env: list[str], command: str) -
         "spearman_verified": record.get("spearman"),
         "spearman_quick": record.get("quick_spearman"),
         "cases": [
-            {
-                k: c.get(k)
-                for k in (
-                    "label",
-                    "baseline_us",
-                    "best_us",
-                    "alone_us",
-                    "frac_copy",
-                    "frac_cublas",
-                    "compile_us",
-                    "vs_compile",
-                )
-            }
+            {k: c.get(k) for k in CASE_FIELDS if k in c or kind == "search"}
             for c in record.get("cases", [])
         ],
     }
@@ -64,6 +70,12 @@ def main() -> None:
     )
     ap.add_argument("--command", default="")
     ap.add_argument("--budget-s", type=float)
+    ap.add_argument(
+        "--kind",
+        default="search",
+        choices=("search", "corpus"),
+        help="corpus: kernels of tests/corpus (bench/gpu_search.py --corpus)",
+    )
     args = ap.parse_args()
     env = args.env.read_text().splitlines() if args.env else []
     for record in json.loads(args.record.read_text()):
@@ -94,11 +106,11 @@ def main() -> None:
             path.write_text(json.dumps(out, indent=1) + "\n")
             print(path)
             continue
-        if "op" not in record:
-            continue
+        if "op" not in record or "cases" not in record:
+            continue  # a search that raised keeps its traceback in the raw record only
         record.setdefault("budget_s", args.budget_s)
-        out = summarize(record, args.run, args.date, env, args.command)
-        path = RESULTS / f"search-{args.run}-{record['op']}.json"
+        out = summarize(record, args.run, args.date, env, args.command, args.kind)
+        path = RESULTS / f"{args.kind}-{args.run}-{record['op']}.json"
         path.write_text(json.dumps(out, indent=1) + "\n")
         print(path)
 

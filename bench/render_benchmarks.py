@@ -70,6 +70,52 @@ def search_table() -> list[str]:
     return out
 
 
+def corpus_table() -> list[str]:
+    """The corpus (tests/corpus: kernels written as real projects write them), each searched
+    with the offline mutators; every time below is that kernel's own, timed alone by one method."""
+    rows = latest("corpus")
+    if not rows:
+        return []
+    budgets = sorted({int(r["budget_s"]) for r in rows if r.get("budget_s")})
+    out = [
+        f"### The corpus, per kernel ({', '.join(f'{b} s' for b in budgets)} budget, offline "
+        "mutators, one H200)",
+        "",
+        "| kernel | case | original µs | best µs | × original | × eager | × torch.compile | "
+        "× max-autotune | of copy | best found by | wall / budget | run |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for r in rows:
+        for i, c in enumerate(r["cases"]):
+            best = c.get("alone_us")
+            orig = c.get("original_alone_us")
+            found = (
+                f"{r['best_origin']}, {fmt(r['time_to_best_s'], '.0f')} s"
+                if r.get("best_origin")
+                else "no faster variant"
+            )
+            head = f"{r['op']} | " if i == 0 else " | "
+            tail = (
+                f"{found} | {fmt(r['wall_s'], '.0f')} / {fmt(r['budget_s'], '.0f')} s | "
+                f"{r['run']} ({r['date']})"
+                if i == 0
+                else " | | "
+            )
+            over = {
+                k: c[k] / best if best and c.get(k) else None
+                for k in ("original_alone_us", "eager_us", "compile_us", "max_autotune_us")
+            }
+            out.append(
+                f"| {head}{c['label'][:48]} | {fmt(orig, '.1f')} | {fmt(best, '.1f')} | "
+                f"{fmt(over['original_alone_us'])} | {fmt(over['eager_us'])} | "
+                f"{fmt(over['compile_us'])} | {fmt(over['max_autotune_us'])} | "
+                f"{fmt(c.get('frac_copy') or None, '.0%')} | {tail} |"
+            )
+    versions = {r.get("versions") for r in rows} | {r.get("gpu") for r in rows}
+    out += ["", "Machine and versions: " + "; ".join(sorted(v for v in versions if v)) + ".", ""]
+    return out
+
+
 def ladder_table() -> list[str]:
     out = [
         "### The coarse-to-fine ladder against full fidelity (same search, every candidate at full "
@@ -128,7 +174,7 @@ def render() -> str:
     text = DOC.read_text(encoding="utf-8")
     head, rest = text.split(BEGIN, 1)
     _, tail = rest.split(END, 1)
-    tables = "\n".join(["", *search_table(), *ladder_table(), *judge_table()])
+    tables = "\n".join(["", *search_table(), *corpus_table(), *ladder_table(), *judge_table()])
     return f"{head}{BEGIN}\n{tables}{END}{tail}"
 
 
