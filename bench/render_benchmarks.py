@@ -116,6 +116,29 @@ def corpus_table() -> list[str]:
     return out
 
 
+def launcher_table() -> list[str]:
+    """Host time a launcher spends per call, by piece (bench/launcher_cost_probe.py)."""
+    rows = latest("launcher-cost")
+    if not rows:
+        return []
+    out = [
+        "### Host time of a launcher that compiles ahead of time on every call (KB115)",
+        "",
+        "| launcher | shape | whole launcher µs | warmup µs | device properties µs | compiled "
+        "launch µs | JIT launch µs | GPU µs | run |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for r in rows:
+        for shape, t in r["shapes_us"].items():
+            out.append(
+                f"| {r['launcher']} | {shape} | {fmt(t['launcher_us'], '.1f')} | "
+                f"{fmt(t['warmup_us'], '.1f')} | {fmt(t['device_properties_us'], '.1f')} | "
+                f"{fmt(t['compiled_launch_us'], '.1f')} | {fmt(t['jit_launch_us'], '.1f')} | "
+                f"{fmt(t['gpu_us'], '.1f')} | {r['run']} ({r['date']}) |"
+            )
+    return out + [""]
+
+
 def ladder_table() -> list[str]:
     out = [
         "### The coarse-to-fine ladder against full fidelity (same search, every candidate at full "
@@ -174,7 +197,9 @@ def render() -> str:
     text = DOC.read_text(encoding="utf-8")
     head, rest = text.split(BEGIN, 1)
     _, tail = rest.split(END, 1)
-    tables = "\n".join(["", *search_table(), *corpus_table(), *ladder_table(), *judge_table()])
+    tables = "\n".join(
+        ["", *search_table(), *corpus_table(), *launcher_table(), *ladder_table(), *judge_table()]
+    )
     return f"{head}{BEGIN}\n{tables}{END}{tail}"
 
 

@@ -315,6 +315,37 @@ CASES = {
             return x * SCALE
         """,
     ),
+    "KB115": (
+        """
+        @triton.jit
+        def k(x_ptr, out_ptr, n, B: tl.constexpr):
+            offs = tl.program_id(0) * B + tl.arange(0, B)
+            tl.store(out_ptr + offs, tl.load(x_ptr + offs, mask=offs < n), mask=offs < n)
+
+        def launch(x):
+            out = torch.empty_like(x)
+            compiled = k.warmup(x, out, x.numel(), B=1024, grid=(1,))
+            props = torch.cuda.get_device_properties(x.device)
+            compiled[(props.multi_processor_count,)](x, out, x.numel(), 1024)
+            return out
+        """,
+        """
+        @triton.jit
+        def k(x_ptr, out_ptr, n, B: tl.constexpr):
+            offs = tl.program_id(0) * B + tl.arange(0, B)
+            tl.store(out_ptr + offs, tl.load(x_ptr + offs, mask=offs < n), mask=offs < n)
+
+        _compiled = {}
+
+        def launch(x):
+            out = torch.empty_like(x)
+            key = (x.dtype, x.device)
+            if key not in _compiled:
+                _compiled[key] = k.warmup(x, out, x.numel(), B=1024, grid=(1,))
+            _compiled[key][(132,)](x, out, x.numel(), 1024)
+            return out
+        """,
+    ),
 }
 
 
