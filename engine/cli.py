@@ -270,10 +270,6 @@ def _cmd_optimize(args: argparse.Namespace) -> int:
     from .api.budget import parse_duration
     from .service import OptimizeRequest, SearchBusy, SearchError
 
-    if args.llm:
-        raise UsageError(
-            "--llm: the LLM mutator is not part of this build yet; the search runs offline (--no-llm)"
-        )
     try:
         wall = parse_duration(args.budget)
     except ValueError as exc:
@@ -290,7 +286,17 @@ def _cmd_optimize(args: argparse.Namespace) -> int:
         args.seed,
         wait=args.wait,
     )
-    outcome = _run_search(request, task, quiet=args.json)
+    llm_key = None
+    if args.llm:
+        from .llm.settings import from_environment
+
+        request.llm, llm_key = from_environment(
+            model=args.llm_model,
+            base_url=args.llm_base_url,
+            max_tokens=args.llm_tokens,
+            max_dollars=args.llm_dollars,
+        )
+    outcome = _run_search(request, task, quiet=args.json, llm_key=llm_key)
     for note in outcome.notes:
         print(f"kernelbrain: {note}", file=sys.stderr)
     exc = outcome.error
@@ -334,7 +340,7 @@ def _notice(message: str) -> None:
     print(f"kernelbrain: {message}", file=sys.stderr)
 
 
-def _run_search(request, task, quiet: bool):
+def _run_search(request, task, quiet: bool, llm_key: str | None = None):
     """The search in a thread that Ctrl-C cancels for real (`console.py`), with progress on
     stderr unless `quiet`."""
     from .console import ProgressView, run_interruptibly
@@ -349,6 +355,7 @@ def _run_search(request, task, quiet: bool):
                 on_notice=_notice,
                 cancel=cancel,
                 pool=pool,
+                llm_key=llm_key,
             )
         )
 
@@ -471,10 +478,21 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--device", default="auto", help="auto (default), cpu, cuda or cuda:N")
     llm = p.add_mutually_exclusive_group()
     llm.add_argument(
-        "--llm", action="store_true", help="also ask an LLM for rewrites (not in this build)"
+        "--llm",
+        action="store_true",
+        help="also ask an LLM for rewrites (any OpenAI-compatible endpoint: "
+        "KERNELBRAIN_LLM_BASE_URL or OPENAI_BASE_URL; key: KERNELBRAIN_API_KEY or OPENAI_API_KEY)",
     )
     llm.add_argument(
         "--no-llm", dest="llm", action="store_false", help="offline mutators only (default)"
+    )
+    p.add_argument("--llm-model", default=None, help="model name (default: KERNELBRAIN_LLM_MODEL)")
+    p.add_argument("--llm-base-url", default=None, help="endpoint base URL (default: from env)")
+    p.add_argument(
+        "--llm-tokens", type=int, default=None, help="LLM tokens this search may spend at most"
+    )
+    p.add_argument(
+        "--llm-dollars", type=float, default=None, help="LLM dollars this search may spend at most"
     )
     p.add_argument(
         "--json", action="store_true", help="print the result as JSON (README: optimize --json)"

@@ -19,6 +19,7 @@ from .api.results import SearchEvent, SearchResult
 from .evaluate import messages as m
 from .evaluate.devices import is_gpu, resolve_device
 from .evaluate.pool import WorkerPool
+from .llm import LLMMutator, LLMSettings
 from .search.cost_model import DeviceModel
 from .search.engine import Search, SearchError
 from .store import SearchBusy, Store
@@ -47,6 +48,7 @@ class OptimizeRequest:
     mutators: list[str] | None = None  # None: every offline mutator
     compile_workers: int | None = None  # None: one a core, at most four
     wait: bool = False  # another search of the kernel running: wait for it (else SearchBusy)
+    llm: LLMSettings | None = None  # None: offline mutators only (the key travels apart)
 
 
 def task_root(task: Task) -> Path:
@@ -104,12 +106,14 @@ def optimize(
     pool: WorkerPool | None = None,
     on_notice: Callable[[str], None] | None = None,
     task: Task | None = None,
+    llm_key: str | None = None,
 ) -> SearchResult:
     """Run one search. Raises `TaskError` (no or a broken harness), `ValueError` (an unknown
     device), `SearchError` (the original fails its harness) or `SearchBusy` (another search of
     the kernel runs and `request.wait` is off). `pool`: the caller's, so that it can kill the
     workers on cancel; else one of its own, closed at the end. `on_notice`: store notices (a
-    corrupt database moved aside, waiting for another search)."""
+    corrupt database moved aside, waiting for another search, the LLM off and why). `llm_key`:
+    the API key for `request.llm` (kept out of the request, which is logged and stored)."""
     task = task or find_task(request.file, request.kernel)
     device = resolve_device(request.device)
     store = Store(task_root(task))
@@ -134,6 +138,7 @@ def optimize(
             compile_workers=request.compile_workers,
             device_model=device_model(ceilings),
             ceilings=ceilings,
+            llm=LLMMutator(request.llm, llm_key, notify=on_notice) if request.llm else None,
         )
         return search.run()
     finally:

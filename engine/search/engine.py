@@ -25,6 +25,7 @@ from ..evaluate.pool import WorkerPool
 from ..evaluate.verify import bench
 from ..evaluate.work_floor import WorkFloor
 from ..index.builder import source_hash
+from ..llm import LLMMutator
 from ..mutate import MutationContext, load_mutators
 from ..store import Store, kernel_key
 from ..task.spec import Task
@@ -33,6 +34,7 @@ from .cost_model import CostModel, DeviceModel, case_bytes_and_flops
 from .endgame import RESERVE_MARGIN, EndGame
 from .evaluation import Estimator, Evaluator, Timer, WorkerTimer
 from .ledger import Ledger
+from .llm_step import LLMStep
 from .meter import CANCELLED, Meter, Stop, StopKind
 from .node import Node
 from .population import Population
@@ -73,10 +75,12 @@ class Search:
         estimator: Estimator | None = None,
         timer: Timer | None = None,
         exhaustive: bool = False,
+        llm: LLMMutator | None = None,
     ):
         """`estimator` (default: the cost model on `device_model`) ranks compiled candidates and
         stands in for timing without a GPU; `timer` (default: the GPU worker) runs the A/Bs;
-        `ceilings` (the device's, measured by the judge) set the floor every timing is held to."""
+        `ceilings` (the device's, measured by the judge) set the floor every timing is held to;
+        `llm` (none: offline) proposes rewrites beside the offline mutators."""
         self.task, self.device, self.seed, self.pool = task, device, seed, pool
         self.gpu = is_gpu(device)
         self.dev = device_model or DeviceModel()
@@ -110,6 +114,13 @@ class Search:
         self.ladder = Ladder(self.evaluator, self.original, self.cancel, self._emit, exhaustive)
         self.endgame = EndGame(self.ladder, self.mutators)
         self.baseline_facts: dict[int, dict[int, m.CompiledFacts]] = {}
+        self.llm = llm
+        self.llm_step = LLMStep(llm, task, seed, self.ledger.notes) if llm is not None else None
+        if llm is not None:
+            budget.llm_tokens, budget.llm_dollars = (
+                llm.settings.max_tokens,
+                llm.settings.max_dollars,
+            )
 
     def _emit(self, kind: str, message: str) -> None:
         pop = self.population
@@ -260,6 +271,10 @@ class Search:
                     )
         proven = pop.proven_steps()
         fresh.sort(key=lambda n: (n.chain.last not in proven, turn[n.id]))  # stable: parents' order
+        if self.llm_step is not None:
+            # The LLM's first: they cost tokens already spent, and the compile rung cuts the tail.
+            self._emit("rung", "asking the LLM for rewrites")
+            fresh = self.llm_step.nodes(parents, pop, self.meter, self.gpu) + fresh
         return fresh
 
     def _generations(self) -> Stop:
@@ -270,13 +285,16 @@ class Search:
             if stopped:
                 return stopped
             parents = selection.parents(self.population)
-            if not parents:
+            repairs_owed = self.llm_step is not None and self.llm_step.pending
+            if not parents and not repairs_owed:
                 return Stop(StopKind.EXHAUSTED, "no verified variant left to expand")
             fresh = self.propose(parents)
             if not fresh:
                 continue
             before = selection.Standing.of(self.population)
             self.ladder.generation(fresh)
+            if self.llm_step is not None:
+                self.llm_step.after(fresh)
             # The end game's share, from what candidates have cost so far in this search.
             self.meter.reserve(self.end_reserve_s())
             if not self.ladder.full_fits():
@@ -359,6 +377,10 @@ class Search:
             )
         root = pop.nodes.get("original")
         case_bytes, case_flops = case_bytes_and_flops(root.spec.cases if root and root.spec else [])
+        spent = self.meter.tick()
+        if self.llm is not None:
+            spent.llm_tokens, spent.llm_dollars = self.llm.tokens, round(self.llm.dollars, 6)
+            ledger.notes.append(self.llm.summary())
         return SearchResult(
             kernel=self.task.kernel,
             file=self.task.file,
@@ -368,7 +390,7 @@ class Search:
             variants=variants,
             best=pop.best_id,
             time_to_best_s=pop.time_to_best,
-            budget=BudgetReport(self.meter.budget, self.meter.tick()),
+            budget=BudgetReport(self.meter.budget, spent),
             candidates=ledger.counts,
             stopped=str(stopped),
             trajectory=ledger.trajectory,

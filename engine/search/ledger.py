@@ -91,6 +91,8 @@ class Ledger:
             node.outcome = "not-run"
             return
         node.outcome = outcome
+        if not passed and outcome == "rejected":
+            node.failure = f"{rung}: {reason or outcome}: {message[:1500]}"
         key = outcome if outcome == "verified" else f"{rung}:{reason or outcome}"
         self.counts.per_outcome[key] = self.counts.per_outcome.get(key, 0) + 1
         self.store.record_outcome(

@@ -78,6 +78,7 @@ class Node:
     harness: m.HarnessResult | None = None
     timing: m.TimingResult | None = None
     outcome: str = "pending"
+    failure: str = ""  # rung, reason and message of a rejection (what an LLM repair is told)
     dispatch: bool = False
     expanded: bool = False
 

@@ -1,0 +1,103 @@
+"""The prompt: what the engine knows about the kernel, in the manner of the playbook's tiers.
+
+One focused change per proposal, so that a failure teaches something. The model sees the
+module as it stands (the parent candidate), the kernel and entry names it must keep, the
+harness's cases and tolerances, the static findings on the source, the best so far, and what
+was already tried with how it ended. Every piece of workspace text that goes in is scrubbed of
+secrets and cut to size: the workspace is untrusted, and the endpoint is someone else's server.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ..evaluate.secrets import scrub
+from ..rules import check_module
+
+SOURCE_LIMIT = 24_000  # characters of the module shown (a kernel file is rarely longer)
+TRIED_SHOWN = 8
+FAILURE_LIMIT = 600
+
+SYSTEM = """You are an expert in writing fast Triton GPU kernels for NVIDIA Hopper (H100/H200, sm_90).
+You improve one kernel of a Python module, one focused change at a time, and answer with JSON:
+{"rationale": "<the one change and why it is faster>", "source": "<the complete new module>"}.
+
+Rules, all checked by machine; a proposal that breaks one is rejected:
+- Keep the kernel's name and runtime parameters, and the entry function's name and signature.
+- Compute the result with Triton kernels only: no PyTorch or NumPy compute on the inputs in
+  the launcher (allocating outputs and taking views is fine).
+- No state between calls (module-level caches, attributes), no imports beyond triton, torch,
+  math and what the module already imports, no file, network, process or environment access.
+- Do not hard-code one input's shape; the result must be correct for every shape the harness
+  tries, including sizes that are not multiples of the block.
+- Return the whole module, every line of it, not a diff and not only the kernel."""
+
+
+@dataclass
+class Diagnosis:
+    """What the search knows when it asks: the cases, the best so far, what was tried."""
+
+    cases: list[str] = field(default_factory=list)
+    measured: bool = False
+    best_speedup: float | None = None
+    best_description: str = ""
+    tried: list[tuple[str, str]] = field(default_factory=list)  # (what changed, how it ended)
+    notes: list[str] = field(default_factory=list)
+
+
+def _scrubbed(text: str, limit: int) -> str:
+    return scrub(text, limit=limit)
+
+
+def proposal_messages(ctx, diagnosis: Diagnosis) -> list[dict]:
+    """Messages asking for one new variant of the module in `ctx`."""
+    task = ctx.task
+    findings = [
+        f"- {f.code} (line {f.span.line + 1}): {f.message}"
+        for f in check_module(ctx.module)
+        if f.kernel in (None, task.kernel)
+    ][:12]
+    parts = [
+        f"Kernel to make faster: `{task.kernel}`; the harness calls `{task.entry}`.",
+        f"Tolerances: rtol {task.rtol or 'per dtype'}, atol {task.atol or 'per dtype'}.",
+    ]
+    if diagnosis.cases:
+        parts.append("Benchmark cases (arguments): " + "; ".join(diagnosis.cases[:8]))
+    speed = "measured on the GPU" if diagnosis.measured else "estimated by a cost model (no GPU)"
+    if diagnosis.best_speedup:
+        parts.append(
+            f"Best so far: {diagnosis.best_speedup:.2f}x the original ({speed}): "
+            f"{_scrubbed(diagnosis.best_description, 400)}"
+        )
+    if findings:
+        parts.append("Static analysis of the module below:\n" + "\n".join(findings))
+    if diagnosis.tried:
+        tried = "\n".join(
+            f"- {_scrubbed(what, 200)}: {_scrubbed(how, FAILURE_LIMIT)}"
+            for what, how in diagnosis.tried[-TRIED_SHOWN:]
+        )
+        parts.append("Already tried (do not repeat these):\n" + tried)
+    for note in diagnosis.notes[:4]:
+        parts.append(_scrubbed(note, 400))
+    parts.append(
+        "The module:\n```python\n" + _scrubbed(ctx.source, SOURCE_LIMIT) + "\n```\n"
+        "Propose one change that makes the kernel faster on these cases."
+    )
+    return [{"role": "system", "content": SYSTEM}, {"role": "user", "content": "\n\n".join(parts)}]
+
+
+def repair_messages(ctx, rationale: str, failure: str) -> list[dict]:
+    """Messages asking to fix a proposal that failed to compile or to verify."""
+    return [
+        {"role": "system", "content": SYSTEM},
+        {
+            "role": "user",
+            "content": (
+                f"Your rewrite of `{ctx.task.kernel}` ({_scrubbed(rationale, 400)}) failed:\n"
+                f"{_scrubbed(failure, 1500)}\n\nThe module you proposed:\n```python\n"
+                f"{_scrubbed(ctx.source, SOURCE_LIMIT)}\n```\n"
+                "Fix this failure, keeping the idea if it can be made correct; answer with the "
+                "complete corrected module."
+            ),
+        },
+    ]

@@ -1,0 +1,114 @@
+"""The LLM's part in a generation: proposals for the best candidate and repairs of the LLM's
+own proposals that failed, as ordinary nodes (tagged `llm`) for the same ladder.
+
+A proposal that fails at the gate, the compile or the harness is fed back once a generation
+with its error (at most `max_repairs` rounds down one line of repairs); one that was merely
+ranked out or timed slower is no error to repair.
+"""
+
+from __future__ import annotations
+
+from ..evaluate.candidate import candidate_id
+from ..llm import LLMMutator
+from ..llm.prompt import Diagnosis
+from ..mutate import MutationContext
+from .meter import Meter
+from .node import Node
+from .population import Population
+
+# How a node ended that is not a fault to repair: ranked out, a stepping stone, not run.
+NOT_FAULTS = ("verified", "stone", "not-run", "pending")
+NOT_FAULT_REASONS = ("ranked-out", "below-lead")
+
+
+class LLMStep:
+    def __init__(self, llm: LLMMutator, task, seed: int, notes: list[str]):
+        self.llm, self.task, self.seed, self.notes = llm, task, seed, notes
+        self.repairs: dict[str, int] = {}  # node id -> its round of repair (0: a first proposal)
+        self._to_repair: list[Node] = []
+
+    def nodes(self, parents: list[Node], pop: Population, meter: Meter, gpu: bool) -> list[Node]:
+        """This generation's LLM nodes: repairs first, then proposals on the best parent."""
+        if not self.llm.available:
+            return []
+        out: list[Node] = []
+        seen = set(pop.nodes)
+        for failed in self._to_repair:
+            ctx = MutationContext(self.task, failed.source, seed=self.seed)
+            made, errors = self.llm.repair(ctx, failed.description, failed.failure, meter.left_s())
+            self._note(errors)
+            parent = pop.nodes.get(failed.parent or "original")
+            for mutation in made:
+                node = self._node(mutation, parent, meter, seen)
+                if node is not None:
+                    self.repairs[node.id] = self.repairs.get(failed.id, 0) + 1
+                    out.append(node)
+        self._to_repair = []
+        if not parents:
+            return out
+        parent = parents[0]
+        ctx = MutationContext(self.task, parent.source, seed=self.seed)
+        made, errors = self.llm.propose(ctx, self.diagnosis(pop, gpu), meter.left_s())
+        self._note(errors)
+        for mutation in made:
+            node = self._node(mutation, parent, meter, seen)
+            if node is not None:
+                self.repairs[node.id] = 0
+                out.append(node)
+        return out
+
+    @property
+    def pending(self) -> bool:
+        """Failed proposals wait for their repair (a generation is owed to them)."""
+        return bool(self._to_repair) and self.llm.available
+
+    def after(self, fresh: list[Node]) -> None:
+        """Queue the LLM's failed proposals of this generation for repair."""
+        for node in fresh:
+            if not node.llm or node.id not in self.repairs:
+                continue
+            if self.repairs[node.id] >= self.llm.settings.max_repairs:
+                continue
+            if node.outcome in NOT_FAULTS or not node.failure:
+                continue
+            if any(reason in node.failure for reason in NOT_FAULT_REASONS):
+                continue
+            self._to_repair.append(node)
+
+    def diagnosis(self, pop: Population, gpu: bool) -> Diagnosis:
+        best = pop.nodes.get(pop.best_id) if pop.best_id else None
+        tried = [
+            (n.description, n.failure or n.outcome)
+            for n in pop.nodes.values()
+            if n.id != "original" and n.outcome not in ("pending", "not-run")
+        ]
+        return Diagnosis(
+            cases=list(pop.labels),
+            measured=gpu,
+            best_speedup=pop.best_speedup if best is not None else None,
+            best_description=best.description if best is not None else "",
+            tried=tried,
+        )
+
+    def _node(self, mutation, parent: Node | None, meter: Meter, seen: set[str]) -> Node | None:
+        cid = candidate_id(mutation.source)
+        if cid in seen:
+            return None
+        seen.add(cid)
+        root = parent is None or parent.id == "original"
+        chain = mutation.origin if root else parent.chain.then(mutation.origin)
+        return Node(
+            cid,
+            mutation.source,
+            chain,
+            mutation.description,
+            parent.id if parent is not None else "original",
+            llm=True,
+            t=meter.tick().wall_s,
+        )
+
+    def _note(self, errors: list[str]) -> None:
+        for error in errors:
+            text = f"an LLM proposal failed: {error}"
+            if text not in self.notes:
+                self.notes.append(text)

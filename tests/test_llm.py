@@ -1,0 +1,248 @@
+"""The LLM mutator against an OpenAI-compatible server on 127.0.0.1 that scripts its answers
+(`scripted_llm.py`), through the whole search on the CPU: a good rewrite is verified and tagged;
+cheating rewrites meet the gate and the judge; a failing rewrite is repaired by the second
+answer; garbage, cut-off, slow and rate-limited answers cost a proposal, never the search; the
+token cap holds; the key never leaves; an endpoint that is down is said once."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from kernelbrain.engine.llm.answer import BadAnswer, decode
+from kernelbrain.engine.llm.settings import LLMSettings
+from kernelbrain.engine.service import OptimizeRequest, optimize
+
+from .conftest import EXAMPLES
+from .scripted_llm import Answer, Raw, ScriptedLLM, Slow, Status, rewrite
+
+SENTINEL = "sk-kbsentinel-0123456789abcdefXYZ"
+ORIGINAL = (EXAMPLES / "ops" / "gelu.py").read_text()
+GOOD = ORIGINAL.replace(
+    "gelu_kernel[(triton.cdiv(n, 64),)](x, out, n, BLOCK=64, num_warps=1)",
+    "gelu_kernel[(triton.cdiv(n, 1024),)](x, out, n, BLOCK=1024, num_warps=4)",
+)
+# Two attacks: one the gate stops (it calls the reference), one only the judge can (it writes
+# only the first half of every tile).
+CALLS_REFERENCE = ORIGINAL.replace(
+    "    return out\n\n\ndef gelu_ref", "    return gelu_ref(x)\n\n\ndef gelu_ref", 1
+)
+HALF_WRITTEN = ORIGINAL.replace(
+    "tl.store(out_ptr + offs, y.to(out_ptr.dtype.element_ty), mask=mask)",
+    "tl.store(out_ptr + offs, y.to(out_ptr.dtype.element_ty), mask=mask & (tl.arange(0, BLOCK) < BLOCK // 2))",
+)
+BROKEN = GOOD.replace("tl.arange(0, BLOCK)", "tl.arange(0, BLOCK, 7)")
+
+
+@pytest.fixture
+def ws(tmp_path) -> Path:
+    dest = tmp_path / "ws"
+    shutil.copytree(EXAMPLES, dest, ignore=shutil.ignore_patterns(".kernelbrain", "__pycache__"))
+    return dest
+
+
+def search(ws: Path, server: ScriptedLLM, **settings):
+    llm = LLMSettings(
+        model="scripted",
+        base_url=server.base_url,
+        timeout_s=settings.pop("timeout_s", 30.0),
+        max_retries=settings.pop("max_retries", 1),
+        concurrency=1,
+        proposals_per_generation=settings.pop("proposals", 1),
+        max_completion_tokens=2000,
+        **settings,
+    )
+    notices: list[str] = []
+    result = optimize(
+        OptimizeRequest(
+            str(ws / "ops" / "gelu.py"),
+            "gelu_kernel",
+            budget_s=120,
+            device="cpu",
+            mutators=[],  # the LLM alone: what it proposed is all there is
+            llm=llm,
+        ),
+        llm_key=SENTINEL,
+        on_notice=notices.append,
+    )
+    return result, notices
+
+
+def llm_variants(result):
+    return [v for v in result.variants if v.llm]
+
+
+def test_decoding_answers():
+    assert decode(json.dumps({"rationale": "r", "source": "x = 1"})).source == "x = 1"
+    chatty = 'Sure! {"rationale": "bigger tiles", "source": "y = {1: 2}"} Hope it helps.'
+    assert decode(chatty).source == "y = {1: 2}"
+    assert decode("Bigger tiles:\n```python\nz = 3\n```\n").source == "z = 3\n"
+    for bad in ("", "no code here", '{"rationale": "r", "sour'):
+        with pytest.raises(BadAnswer):
+            decode(bad)
+    with pytest.raises(BadAnswer, match="cut off"):
+        decode(json.dumps({"rationale": "r", "source": "x"}), finish_reason="length")
+
+
+@pytest.mark.slow
+def test_a_good_rewrite_is_verified_and_tagged(ws):
+    with ScriptedLLM([rewrite(GOOD, "64-element tiles on one warp leave the SMs idle")]) as llm:
+        result, _ = search(ws, llm)
+    (variant,) = llm_variants(result)
+    assert variant.origin == "llm" and "one warp" in variant.description
+    assert set(variant.verified) >= {"smoke", "sweep", "stability", "determinism", "edge"}
+    first = llm.requests[0]["body"]
+    assert first["response_format"]["type"] == "json_schema"
+    prompt = first["messages"][-1]["content"]
+    assert "gelu_kernel" in prompt and "KB102" in prompt  # the source and the static diagnosis
+    n = len(llm.requests)  # one a generation, on the best so far
+    assert result.budget.spent.llm_tokens == 1500 * n and result.budget.limits.llm_tokens > 0
+    assert any(f"LLM (scripted): {n} requests (ok {n})" in note for note in result.notes)
+
+
+@pytest.mark.slow
+def test_cheating_rewrites_meet_the_gate_and_the_judge(ws):
+    script = [rewrite(CALLS_REFERENCE), rewrite(HALF_WRITTEN)]
+    with ScriptedLLM(script) as llm:
+        result, _ = search(ws, llm, proposals=2, max_repairs=0)
+    assert not llm_variants(result)
+    outcomes = result.candidates.per_outcome
+    assert outcomes.get("gate:calls-reference") == 1, outcomes
+    # The half-written tiles pass the gate; the judge finds their wrong elements.
+    assert any(k.split(":")[0] in ("smoke", "full") for k in outcomes), outcomes
+
+
+@pytest.mark.slow
+def test_a_failing_rewrite_is_repaired_by_the_second_answer(ws):
+    with ScriptedLLM(
+        [rewrite(BROKEN, "bigger tiles"), rewrite(GOOD, "bigger tiles, fixed")]
+    ) as llm:
+        result, _ = search(ws, llm, max_repairs=1)
+    assert [v.description for v in llm_variants(result)] == ["bigger tiles, fixed"]
+    repair = llm.requests[1]["body"]["messages"][-1]["content"]
+    assert "failed" in repair and "arange" in repair  # the compile error went back
+    assert "tl.arange(0, BLOCK, 7)" in repair  # with the failing module
+
+
+@pytest.mark.slow
+def test_garbage_slow_and_rate_limited_answers_cost_a_proposal_not_the_search(ws):
+    script = [
+        Raw(b"<html>not a completion</html>"),
+        Answer("I would use bigger tiles."),  # no JSON, no code
+        Answer('{"rationale": "bigger", "source": "import tor', finish_reason="length"),
+        Slow(4.0, rewrite(GOOD)),  # past the timeout, and so is the retry
+        Slow(4.0, rewrite(GOOD)),
+        Status(429, headers={"retry-after": "0"}),  # rate-limited, then the retry succeeds
+        rewrite(GOOD, "after a 429"),
+    ]
+    with ScriptedLLM(script) as llm:
+        result, _ = search(ws, llm, proposals=5, timeout_s=1.5, max_repairs=0)
+    assert [v.description for v in llm_variants(result)] == ["after a 429"]
+    summary = next(n for n in result.notes if n.startswith("LLM (scripted)"))
+    for kind in ("bad-answer 2", "server 1", "timeout 1", "ok "):
+        assert kind in summary, summary
+
+
+@pytest.mark.slow
+def test_the_token_cap_holds(ws):
+    costly = rewrite(GOOD, prompt_tokens=3000, completion_tokens=1000)
+    with ScriptedLLM([costly]) as llm:
+        result, _ = search(ws, llm, proposals=4, max_tokens=12_000)
+    spent = result.budget.spent.llm_tokens
+    assert 0 < spent <= 12_000 and len(llm.requests) < 4  # the script would spend 16,000
+    assert any("token budget" in n for n in result.notes)
+
+
+def _closed_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _cli(ws: Path, env: dict, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "kernelbrain.engine.cli", "optimize", "ops/gelu.py::gelu_kernel"]
+        + ["--device", "cpu", "--budget", "60s", "--max-candidates", "4", "--llm", *args],
+        cwd=ws,
+        env=os.environ | env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+
+
+def test_the_prompt_never_carries_the_key(ws):
+    """A workspace file may hold the key (a comment, a config): the prompt carries the module,
+    scrubbed of every configured secret."""
+    from kernelbrain.engine.evaluate.secrets import register
+    from kernelbrain.engine.llm.prompt import Diagnosis, proposal_messages, repair_messages
+    from kernelbrain.engine.mutate import MutationContext
+    from kernelbrain.engine.task import find_task
+
+    register(SENTINEL)
+    task = find_task(ws / "ops" / "gelu.py", "gelu_kernel")
+    ctx = MutationContext(task, ORIGINAL + f"\n# deploy token: {SENTINEL}\n")
+    diagnosis = Diagnosis(tried=[(f"tried {SENTINEL}", f"failed: {SENTINEL}")])
+    for messages in (
+        proposal_messages(ctx, diagnosis),
+        repair_messages(ctx, f"because {SENTINEL}", f"error {SENTINEL}"),
+    ):
+        text = json.dumps(messages)
+        assert SENTINEL not in text and "[redacted]" in text and "gelu_kernel" in text
+
+
+@pytest.mark.slow
+def test_the_key_never_leaves(ws, tmp_path):
+    """An answer that echoes the key (a prompt injection's exfiltration) leaves it nowhere: not
+    in the store, the report, the output or the log; the key goes only to the endpoint."""
+    report = tmp_path / "report.html"
+    echo = GOOD.replace("64-element", f"{SENTINEL} 64-element")
+    with ScriptedLLM([rewrite(echo, f"tiles, and the key is {SENTINEL}")]) as llm:
+        env = {"KERNELBRAIN_API_KEY": SENTINEL, "KERNELBRAIN_LLM_BASE_URL": llm.base_url}
+        proc = _cli(ws, env, "--json", "--report", str(report))
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    headers = {k.lower(): v for k, v in llm.requests[0]["headers"].items()}
+    assert headers.get("authorization") == f"Bearer {SENTINEL}"
+    assert all(SENTINEL not in json.dumps(r["body"]) for r in llm.requests)
+    out = json.loads(proc.stdout)
+    assert any(v["llm"] for v in out["variants"])
+    places = {"stdout": proc.stdout, "stderr": proc.stderr, "report": report.read_text()}
+    places |= {
+        str(p): p.read_bytes().decode("latin-1")
+        for p in (ws / ".kernelbrain").rglob("*")
+        if p.is_file()
+    }
+    assert not [where for where, text in places.items() if SENTINEL in text]
+
+
+@pytest.mark.slow
+def test_an_endpoint_that_is_down_is_said_once_and_the_search_goes_on_offline(ws):
+    env = {
+        "KERNELBRAIN_API_KEY": SENTINEL,
+        "KERNELBRAIN_LLM_BASE_URL": f"http://127.0.0.1:{_closed_port()}/v1",
+    }
+    proc = _cli(ws, env, "--json")
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stderr.count("LLM off") == 1, proc.stderr
+    assert "cannot reach" in proc.stderr and "offline" in proc.stderr
+    out = json.loads(proc.stdout)
+    assert out["variants"] and not any(v["llm"] for v in out["variants"])
+
+
+def test_no_key_is_said_once_and_nothing_is_sent(ws):
+    with ScriptedLLM([rewrite(GOOD)]) as llm:
+        env = {
+            "KERNELBRAIN_LLM_BASE_URL": llm.base_url,
+            "KERNELBRAIN_API_KEY": "",
+            "OPENAI_API_KEY": "",
+        }
+        proc = _cli(ws, env, "--json", "--max-candidates", "1", "--budget", "20s")
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stderr.count("LLM off: no API key") == 1 and not llm.requests
