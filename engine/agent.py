@@ -18,6 +18,7 @@ from pygls.protocol import JsonRPCProtocol, default_converter
 from pygls.server import JsonRPCServer
 
 from . import agent_protocol as p
+from .evaluate import secrets
 from .evaluate.pool import WorkerPool
 from .jobs import JobManager
 from .profile.view import CompiledViewService
@@ -58,6 +59,13 @@ def create_agent() -> Agent:
         ls.loop = asyncio.get_running_loop()
         return p.pack(p.Hello(os.getpid(), VERSION))
 
+    @agent.feature(p.API_KEY)
+    def api_key(ls: Agent, params):
+        key = p.unpack(params, p.ApiKey).key
+        secrets.register(key)
+        ls.jobs.api_key = key or None
+        return None
+
     @agent.feature(p.COMPILED_VIEW)
     @agent.thread()
     def compiled_view(ls: Agent, params):
@@ -86,6 +94,7 @@ def main() -> None:
         stream=sys.stderr,
         format="agent: %(name)s: %(message)s",
     )
+    secrets.scrub_logs()
     agent = create_agent()
     try:
         agent.start_io()

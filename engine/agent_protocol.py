@@ -22,6 +22,7 @@ JOB_LIST = "kb/jobs"
 JOB_PROGRESS = "kb/jobProgress"  # agent -> server notification
 JOB_FINISHED = "kb/jobFinished"  # agent -> server notification
 HELLO = "kb/hello"
+API_KEY = "kb/apiKey"  # server -> agent: the LLM key the editor handed over (never logged)
 
 
 class Hello(msgspec.Struct):
@@ -36,6 +37,16 @@ class JobRequest(msgspec.Struct):
     max_candidates: int | None = EDITOR_MAX_CANDIDATES
     device: str = "auto"
     seed: int = 0
+    # The LLM mutator: on or off, and where and how much (the key travels apart: `ApiKey`).
+    llm: bool = False
+    llm_model: str | None = None
+    llm_base_url: str | None = None
+    llm_max_tokens: int | None = None
+    llm_max_dollars: float | None = None
+
+
+class ApiKey(msgspec.Struct):
+    key: str | None
 
 
 class JobInfo(msgspec.Struct):

@@ -274,6 +274,9 @@ def _cmd_optimize(args: argparse.Namespace) -> int:
         wall = parse_duration(args.budget)
     except ValueError as exc:
         raise UsageError(str(exc)) from exc
+    for flag, value in (("--llm-tokens", args.llm_tokens), ("--llm-dollars", args.llm_dollars)):
+        if value is not None and value < 0:
+            raise UsageError(f"{flag} must be at least 0, got {value}")
     if args.max_candidates is not None and args.max_candidates < 1:
         raise UsageError(f"--max-candidates must be at least 1, got {args.max_candidates}")
     task = _task(args.target)

@@ -16,6 +16,7 @@ from .agent_protocol import JobInfo, JobRequest
 from .api.results import SearchEvent, SearchResult
 from .evaluate.devices import resolve_device
 from .evaluate.pool import WorkerPool
+from .llm.settings import from_environment
 from .service import OptimizeRequest, SearchBusy, SearchError, optimize
 from .task import TaskError
 
@@ -43,6 +44,7 @@ class JobManager:
         self._queues: dict[str, list[Job]] = {}
         self._running: dict[str, Job] = {}
         self._lock = threading.Lock()
+        self.api_key: str | None = None  # handed over by the editor; else the environment's
 
     def start(self, request: JobRequest) -> JobInfo:
         try:
@@ -91,7 +93,18 @@ class JobManager:
             request = OptimizeRequest(
                 req.file, req.kernel, req.budget_s, req.max_candidates, job.info.device, req.seed
             )
-            result = optimize(request, on_event=on_event, cancel=job.cancel, pool=job.pool)
+            key = None
+            if req.llm:
+                request.llm, env_key = from_environment(
+                    model=req.llm_model,
+                    base_url=req.llm_base_url,
+                    max_tokens=req.llm_max_tokens,
+                    max_dollars=req.llm_max_dollars,
+                )
+                key = self.api_key or env_key
+            result = optimize(
+                request, on_event=on_event, cancel=job.cancel, pool=job.pool, llm_key=key
+            )
             job.info.state = "cancelled" if result.stopped == "cancelled" else "finished"
             job.info.best_id, job.info.measured = result.best, result.measured
             if result.best:

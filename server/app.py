@@ -19,6 +19,7 @@ from pygls.workspace import TextDocument
 
 from kernelbrain.engine import agent_protocol as p
 from kernelbrain.engine.check import iter_python_files
+from kernelbrain.engine.evaluate import secrets
 from kernelbrain.engine.findings import Finding
 from kernelbrain.engine.index.builder import source_hash
 from kernelbrain.engine.task.discover import harness_config
@@ -50,6 +51,7 @@ class KernelBrainServer(LanguageServer):
         self.debouncer = Debouncer()
         self.settings = Settings()
         self.client_trust: bool | None = None  # the editor's workspace trust, when it has one
+        self.api_key: str | None = None  # the editor's LLM key: memory only
         self.watcher: WorkspaceWatcher | None = None
         self.loop: asyncio.AbstractEventLoop | None = None
         self._told: set[str] = set()
@@ -87,6 +89,13 @@ class KernelBrainServer(LanguageServer):
             return
         self._told.add(key)
         self.window_show_message(types.ShowMessageParams(type=kind, message=message))
+
+    def take_api_key(self, key: str | None) -> None:
+        """Keep the editor's LLM key in memory and out of every log line from now on."""
+        secrets.register(key)
+        secrets.scrub_logs()
+        self.api_key = key
+        self.engine.api_key = key
 
     def tell(self, message: str, kind: types.MessageType = types.MessageType.Info) -> None:
         self.window_show_message(types.ShowMessageParams(type=kind, message=message))
@@ -538,4 +547,5 @@ def serve() -> None:
     logging.basicConfig(
         level=os.environ.get("KERNELBRAIN_LOG", "WARNING").upper(), format="%(name)s: %(message)s"
     )
+    secrets.scrub_logs()  # before the first message: a key may arrive in one
     create_server().start_io()

@@ -37,6 +37,7 @@ class EngineBridge:
         self._lock = asyncio.Lock()
         self._starts = 0
         self.pid: int | None = None
+        self.api_key: str | None = None  # the editor's LLM key, re-sent to every new agent
 
     def _alive(self) -> bool:
         c = self._client
@@ -62,8 +63,18 @@ class EngineBridge:
             asyncio.get_running_loop().create_task(self._drain(client))
             hello = p.unpack(await client.protocol.send_request_async(p.HELLO, {}), p.Hello)
             self.pid = hello.pid
+            if self.api_key:
+                await client.protocol.send_request_async(p.API_KEY, p.pack(p.ApiKey(self.api_key)))
             self._client = client
             return client
+
+    async def set_api_key(self, key: str | None) -> None:
+        """Hand the editor's LLM key to the agent now (if it runs) and to every later one."""
+        self.api_key = key or None
+        if self._alive():
+            await self._client.protocol.send_request_async(  # type: ignore[union-attr]
+                p.API_KEY, p.pack(p.ApiKey(self.api_key))
+            )
 
     @staticmethod
     def _safe(fn, params, kind) -> None:

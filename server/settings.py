@@ -26,15 +26,22 @@ class Settings(msgspec.Struct, forbid_unknown_fields=False):
     # Import and run this workspace's code (compiled view, searches). Clients without a workspace
     # trust model of their own set it; VS Code's extension passes its trust instead, which wins.
     trust_workspace: bool = False
-    # OpenAI-compatible endpoint for the LLM mutator (accepted and kept; that mutator is not in this build).
+    # The LLM mutator in editor searches: any OpenAI-compatible endpoint (None: the engine's
+    # environment, KERNELBRAIN_LLM_BASE_URL or OPENAI_BASE_URL), a model, and caps per search.
+    # The key is never a setting: the editor hands it over (`kernelbrain/setApiKey`).
+    llm: bool = False
     llm_endpoint: str | None = None
     llm_model: str | None = None
+    llm_max_tokens: int = 200_000
+    llm_max_dollars: float = 0.5
 
 
 def _check(settings: Settings) -> None:
     parse_duration(settings.budget)
     if settings.max_candidates < 1 or settings.debounce_ms < 0 or settings.target_arch < 70:
         raise ValueError("out of range")
+    if settings.llm_max_tokens < 0 or settings.llm_max_dollars < 0:
+        raise ValueError("a negative LLM budget")
     if not (settings.device in ("auto", "cpu", "cuda") or settings.device.startswith("cuda:")):
         raise ValueError(f"unknown device {settings.device!r}")
 

@@ -27,7 +27,8 @@ SENTINEL = "sk-kbsentinel-0123456789abcdefXYZ"
 ORIGINAL = (EXAMPLES / "ops" / "gelu.py").read_text()
 GOOD = ORIGINAL.replace(
     "gelu_kernel[(triton.cdiv(n, 64),)](x, out, n, BLOCK=64, num_warps=1)",
-    "gelu_kernel[(triton.cdiv(n, 1024),)](x, out, n, BLOCK=1024, num_warps=4)",
+    "# 1024-element tiles on four warps keep every SM streaming\n"
+    "    gelu_kernel[(triton.cdiv(n, 1024),)](x, out, n, BLOCK=1024, num_warps=4)",
 )
 # Two attacks: one the gate stops (it calls the reference), one only the judge can (it writes
 # only the first half of every tile).

@@ -124,11 +124,13 @@ def test_optimize_usage_errors(tmp_path):
             "optimize",
             str(EXAMPLES / "ops" / "gelu.py"),
             "--llm",
+            "--llm-dollars",
+            "-1",
         ],
         capture_output=True,
         text=True,
     )
-    assert r.returncode == 2 and "LLM" in r.stderr
+    assert r.returncode == 2 and "--llm-dollars" in r.stderr
     r = subprocess.run(
         [
             sys.executable,

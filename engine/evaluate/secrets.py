@@ -14,6 +14,7 @@ the key the editor stores.
 
 from __future__ import annotations
 
+import logging
 import os
 import re
 import threading
@@ -104,3 +105,31 @@ def scrub_struct(value):
     if isinstance(value, dict):
         return {scrub_struct(k): scrub_struct(v) for k, v in value.items()}
     return value
+
+
+# JSON-RPC methods and options that carry a key: pygls logs whole messages at debug level, on
+# receipt, before any handler could register the key as a secret.
+SECRET_CARRIERS = ("kernelbrain/setApiKey", "kb/apiKey", "llmApiKey")
+
+
+class ScrubFilter(logging.Filter):
+    """Scrubs every configured secret from a log record, and drops the text of any record about
+    a message that carries a key."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        text = record.getMessage()
+        if any(carrier in text for carrier in SECRET_CARRIERS):
+            record.msg, record.args = "[a message carrying a secret: not logged]", None
+            return True
+        clean = scrub(text, limit=max(len(text), MESSAGE_LIMIT))
+        if clean != text:
+            record.msg, record.args = clean, None
+        return True
+
+
+def scrub_logs() -> None:
+    """Scrub secrets from everything this process logs: on the root logger's handlers (where
+    every logger's records end up), once each."""
+    for handler in logging.getLogger().handlers:
+        if not any(isinstance(f, ScrubFilter) for f in handler.filters):
+            handler.addFilter(ScrubFilter())

@@ -42,7 +42,8 @@ class LLMMutator:
         notify: Callable[[str], None] | None = None,
     ):
         self.settings = settings
-        self.notify = notify or (lambda text: None)
+        self._notify = notify or (lambda text: None)
+        self.notices: list[str] = []  # what was said (the search's notes repeat it)
         self.tokens = 0
         self.dollars = 0.0
         self.requests = 0
@@ -65,6 +66,10 @@ class LLMMutator:
             )
 
     # -- state ------------------------------------------------------------------------------------
+    def notify(self, text: str) -> None:
+        self.notices.append(text)
+        self._notify(text)
+
     @property
     def available(self) -> bool:
         return self.off is None

@@ -274,7 +274,8 @@ class Search:
         if self.llm_step is not None:
             # The LLM's first: they cost tokens already spent, and the compile rung cuts the tail.
             self._emit("rung", "asking the LLM for rewrites")
-            fresh = self.llm_step.nodes(parents, pop, self.meter, self.gpu) + fresh
+            llm = self.llm_step.nodes(parents, pop, self.meter, self.gpu)
+            fresh = llm + [n for n in fresh if n.id not in {m.id for m in llm}]
         return fresh
 
     def _generations(self) -> Stop:
@@ -380,6 +381,7 @@ class Search:
         spent = self.meter.tick()
         if self.llm is not None:
             spent.llm_tokens, spent.llm_dollars = self.llm.tokens, round(self.llm.dollars, 6)
+            ledger.notes.extend(n for n in self.llm.notices if n not in ledger.notes)
             ledger.notes.append(self.llm.summary())
         return SearchResult(
             kernel=self.task.kernel,

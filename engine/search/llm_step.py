@@ -28,7 +28,9 @@ class LLMStep:
         self._to_repair: list[Node] = []
 
     def nodes(self, parents: list[Node], pop: Population, meter: Meter, gpu: bool) -> list[Node]:
-        """This generation's LLM nodes: repairs first, then proposals on the best parent."""
+        """This generation's LLM nodes: repairs first, then proposals on the best parent. An LLM
+        source an earlier generation had is dropped; one an offline mutator proposed in this
+        generation too is kept as the LLM's (the caller drops the other)."""
         if not self.llm.available:
             return []
         out: list[Node] = []

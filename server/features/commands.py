@@ -86,7 +86,18 @@ def register(server) -> None:
             ls.tell(msg, types.MessageType.Warning)
             return {"started": False, "message": msg, "reason": exc.code}
         s = ls.settings
-        request = p.JobRequest(path, kernel, parse_duration(s.budget), s.max_candidates, s.device)
+        request = p.JobRequest(
+            path,
+            kernel,
+            parse_duration(s.budget),
+            s.max_candidates,
+            s.device,
+            llm=s.llm,
+            llm_model=s.llm_model,
+            llm_base_url=s.llm_endpoint,
+            llm_max_tokens=s.llm_max_tokens,
+            llm_max_dollars=s.llm_max_dollars,
+        )
         try:
             info = await ls.engine.request(p.JOB_START, request, p.JobInfo)
         except EngineUnavailable as exc:

@@ -18,6 +18,9 @@ def register(server) -> None:
             trusted = options.get("workspaceTrusted")
             if isinstance(trusted, bool):  # the editor's own workspace trust (VS Code)
                 ls.client_trust = trusted
+            key = options.get("llmApiKey")
+            if isinstance(key, str) and key:
+                ls.take_api_key(key)
 
     @server.feature(types.INITIALIZED)
     async def initialized(ls, params: types.InitializedParams) -> None:
@@ -71,6 +74,17 @@ def register(server) -> None:
         ls.client_trust = trusted
         ls.on_trust_changed()
         return {"trusted": ls.trusted}
+
+    @server.feature("kernelbrain/setApiKey")
+    async def set_api_key(ls, params) -> dict:
+        """The editor's LLM key (from its secret storage), or null to forget it: kept in memory,
+        handed to the engine agent, scrubbed from every log; never a setting, never on disk."""
+        key = params.get("key") if isinstance(params, dict) else getattr(params, "key", None)
+        if key is not None and not isinstance(key, str):
+            raise ValueError("kernelbrain/setApiKey takes {key: string | null}")
+        ls.take_api_key(key or None)
+        await ls.engine.set_api_key(ls.api_key)
+        return {"stored": ls.api_key is not None}
 
     @server.feature(types.SHUTDOWN)
     async def shutdown(ls, params) -> None:
