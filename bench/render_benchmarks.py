@@ -139,6 +139,30 @@ def launcher_table() -> list[str]:
     return out + [""]
 
 
+def memory_table() -> list[str]:
+    """A second search of a similar kernel with and without the experience memory (CPU)."""
+    rows = latest("memory")
+    if not rows:
+        return []
+    out = [
+        "### The experience memory: a second search of a similar kernel (CPU, cost-model "
+        "estimates)",
+        "",
+        "| kernel | first search's best | memory | reached it after | own best | time to own best "
+        "| best made by | run |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for r in rows:
+        for label, key in (("on", "with_memory"), ("off", "without_memory")):
+            m = r[key]
+            out.append(
+                f"| {r['op']} | {fmt(r['first_best'])}× | {label} | {fmt(m['reached_s'], '.0f')} s | "
+                f"{fmt(m['best'], '.3f')}× | {fmt(m['time_to_best_s'], '.0f')} s | "
+                f"{m['best_origin']} | {r['run']} ({r['date']}) |"
+            )
+    return out + [""]
+
+
 def ladder_table() -> list[str]:
     out = [
         "### The coarse-to-fine ladder against full fidelity (same search, every candidate at full "
@@ -198,7 +222,15 @@ def render() -> str:
     head, rest = text.split(BEGIN, 1)
     _, tail = rest.split(END, 1)
     tables = "\n".join(
-        ["", *search_table(), *corpus_table(), *launcher_table(), *ladder_table(), *judge_table()]
+        [
+            "",
+            *search_table(),
+            *corpus_table(),
+            *launcher_table(),
+            *memory_table(),
+            *ladder_table(),
+            *judge_table(),
+        ]
     )
     return f"{head}{BEGIN}\n{tables}{END}{tail}"
 

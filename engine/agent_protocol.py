@@ -43,6 +43,7 @@ class JobRequest(msgspec.Struct):
     llm_base_url: str | None = None
     llm_max_tokens: int | None = None
     llm_max_dollars: float | None = None
+    memory: bool | None = None  # the experience memory (None: on unless KERNELBRAIN_MEMORY=off)
 
 
 class ApiKey(msgspec.Struct):

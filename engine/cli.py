@@ -288,6 +288,7 @@ def _cmd_optimize(args: argparse.Namespace) -> int:
         _device(args.device),
         args.seed,
         wait=args.wait,
+        memory=args.memory,
     )
     llm_key = None
     if args.llm:
@@ -337,6 +338,23 @@ def _cmd_optimize(args: argparse.Namespace) -> int:
         Path(task.file).write_text(best.source, encoding="utf-8")
         print(f"applied {best.id} to {task.file}", file=sys.stderr)
     return EXIT_INTERRUPTED if outcome.interrupted else EXIT_OK
+
+
+def _cmd_memory(args: argparse.Namespace) -> int:
+    from .store.memory import Memory
+
+    memory = Memory()
+    try:
+        if args.action == "clear":
+            print(f"cleared {memory.clear()} experiences from {memory.path}")
+        else:
+            rows = memory.summary()
+            print(f"{memory.path}: {sum(n for *_, n in rows)} experiences")
+            for family, mutator, tried, paid, n in rows:
+                print(f"  {family:18s} {mutator:18s} paid {paid}/{tried} candidates ({n} searches)")
+    finally:
+        memory.close()
+    return EXIT_OK
 
 
 def _notice(message: str) -> None:
@@ -456,6 +474,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true")
     p.set_defaults(handler=_cmd_profile)
 
+    p = sub.add_parser(
+        "memory", help="the experience memory shared across searches (~/.cache/kernelbrain)"
+    )
+    p.add_argument("action", choices=("show", "clear"))
+    p.set_defaults(handler=_cmd_memory)
+
     p = sub.add_parser("init", help="scaffold a task harness for a kernel")
     p.add_argument("target", metavar="FILE::KERNEL")
     p.set_defaults(handler=_cmd_init)
@@ -511,6 +535,22 @@ def build_parser() -> argparse.ArgumentParser:
         "--wait",
         action="store_true",
         help="if another search of this kernel is running, wait for it (default: exit 3)",
+    )
+    mem = p.add_mutually_exclusive_group()
+    mem.add_argument(
+        "--memory",
+        dest="memory",
+        action="store_const",
+        const=True,
+        default=None,
+        help="use and feed the experience memory (default, unless KERNELBRAIN_MEMORY=off)",
+    )
+    mem.add_argument(
+        "--no-memory",
+        dest="memory",
+        action="store_const",
+        const=False,
+        help="neither use nor feed the experience memory",
     )
     p.set_defaults(handler=_cmd_optimize)
 

@@ -91,7 +91,13 @@ class JobManager:
                 self.on_progress(job.info, event)
 
             request = OptimizeRequest(
-                req.file, req.kernel, req.budget_s, req.max_candidates, job.info.device, req.seed
+                req.file,
+                req.kernel,
+                req.budget_s,
+                req.max_candidates,
+                job.info.device,
+                req.seed,
+                memory=req.memory,
             )
             key = None
             if req.llm:

@@ -23,6 +23,7 @@ from .llm import LLMMutator, LLMSettings
 from .search.cost_model import DeviceModel
 from .search.engine import Search, SearchError
 from .store import SearchBusy, Store
+from .store.memory import Memory, memory_enabled
 from .task import find_task
 from .task.spec import Task
 
@@ -49,6 +50,7 @@ class OptimizeRequest:
     compile_workers: int | None = None  # None: one a core, at most four
     wait: bool = False  # another search of the kernel running: wait for it (else SearchBusy)
     llm: LLMSettings | None = None  # None: offline mutators only (the key travels apart)
+    memory: bool | None = None  # the experience memory; None: on unless KERNELBRAIN_MEMORY=off
 
 
 def task_root(task: Task) -> Path:
@@ -119,9 +121,14 @@ def optimize(
     store = Store(task_root(task))
     own_pool = pool is None
     pool = pool or WorkerPool()
+    memory = None
     try:
         if store.notice is not None and on_notice is not None:
             on_notice(store.notice.message)
+        if memory_enabled(request.memory):
+            memory = Memory()
+            if memory.notice is not None and on_notice is not None:
+                on_notice(memory.notice)
         _wait_for_other_search(store, task, request.wait, cancel, on_notice)
         budget = Budget(wall_s=request.budget_s, max_candidates=request.max_candidates)
         ceilings = device_ceilings(pool, device, store)
@@ -139,9 +146,12 @@ def optimize(
             device_model=device_model(ceilings),
             ceilings=ceilings,
             llm=LLMMutator(request.llm, llm_key, notify=on_notice) if request.llm else None,
+            memory=memory,
         )
         return search.run()
     finally:
         if own_pool:
             pool.close()
+        if memory is not None:
+            memory.close()
         store.close()

@@ -34,6 +34,9 @@ class Settings(msgspec.Struct, forbid_unknown_fields=False):
     llm_model: str | None = None
     llm_max_tokens: int = 200_000
     llm_max_dollars: float = 0.5
+    # The experience memory shared across searches and workspaces (~/.cache/kernelbrain); None:
+    # the engine's default (on, unless KERNELBRAIN_MEMORY=off in its environment).
+    memory: bool | None = None
 
 
 def _check(settings: Settings) -> None:

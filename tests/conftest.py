@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 from pathlib import Path
 
@@ -9,6 +10,11 @@ import pytest
 
 REPO = Path(__file__).resolve().parent.parent
 EXAMPLES = REPO / "examples"
+
+# The experience memory is shared across searches: on in a user's home, off in the tests (their
+# searches would teach each other, so a test's result would depend on the ones before it). The
+# memory's own tests turn it on in a folder of their own.
+os.environ["KERNELBRAIN_MEMORY"] = "off"
 
 
 @pytest.fixture

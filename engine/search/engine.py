@@ -28,19 +28,22 @@ from ..index.builder import source_hash
 from ..llm import LLMMutator
 from ..mutate import MutationContext, load_mutators
 from ..store import Store, kernel_key
+from ..store.memory import Memory, Outcome, log_gain
 from ..task.spec import Task
 from . import report, selection
+from .allocation import Allocation
 from .cost_model import CostModel, DeviceModel, case_bytes_and_flops
 from .endgame import RESERVE_MARGIN, EndGame
 from .evaluation import Estimator, Evaluator, Timer, WorkerTimer
+from .features import kernel_features
 from .ledger import Ledger
 from .llm_step import LLMStep
 from .meter import CANCELLED, Meter, Stop, StopKind
 from .node import Node
-from .population import Population
+from .population import IMPROVEMENT, Population
+from .replay import replay
 from .rungs import Ladder
 
-PROPOSALS_PER_MUTATOR = 12  # per parent; the configuration space is the large one
 END_RESERVE_FRACTION = 0.15  # of the wall budget, kept for the end game
 END_RESERVE_MAX_S = 45.0  # ... at first; once candidates are measured, what the end game costs
 END_RESERVE_CAP_FRACTION = 0.5  # of the wall budget, at most, whatever it costs
@@ -76,11 +79,14 @@ class Search:
         timer: Timer | None = None,
         exhaustive: bool = False,
         llm: LLMMutator | None = None,
+        memory: Memory | None = None,
     ):
         """`estimator` (default: the cost model on `device_model`) ranks compiled candidates and
         stands in for timing without a GPU; `timer` (default: the GPU worker) runs the A/Bs;
         `ceilings` (the device's, measured by the judge) set the floor every timing is held to;
-        `llm` (none: offline) proposes rewrites beside the offline mutators."""
+        `llm` (none: offline) proposes rewrites beside the offline mutators; `memory` (none:
+        no experience) sizes each mutator's share by what paid on similar kernels before, and
+        learns what paid here."""
         self.task, self.device, self.seed, self.pool = task, device, seed, pool
         self.gpu = is_gpu(device)
         self.dev = device_model or DeviceModel()
@@ -114,6 +120,9 @@ class Search:
         self.ladder = Ladder(self.evaluator, self.original, self.cancel, self._emit, exhaustive)
         self.endgame = EndGame(self.ladder, self.mutators)
         self.baseline_facts: dict[int, dict[int, m.CompiledFacts]] = {}
+        self.memory = memory
+        self.allocation = Allocation()
+        self.seed_chains: list[str] = []  # chains that won on similar kernels, replayed first
         self.llm = llm
         self.llm_step = LLMStep(llm, task, seed, self.ledger.notes) if llm is not None else None
         if llm is not None:
@@ -232,6 +241,78 @@ class Search:
             ):  # expanded again with anything new
                 node.expanded = False
 
+    # -- experience -------------------------------------------------------------------------------
+    def _features(self) -> tuple[str, set[str]]:
+        ctx = MutationContext(self.task, self.original, seed=self.seed)
+        return kernel_features(ctx, self.population.labels)
+
+    def _recall(self) -> None:
+        """Size the mutators' shares by the experience of similar kernels."""
+        if self.memory is None:
+            return
+        family, traits = self._features()
+        priors = self.memory.priors(family, traits)
+        if priors:
+            self.allocation = Allocation(priors)
+            self.ledger.notes.append(f"{family} kernel: {self.allocation.describe()}")
+        self.seed_chains = self.memory.winning_chains(family, traits)
+
+    def _replays(self, seen: set[str]) -> list[Node]:
+        """Once, first: the chains that won on similar kernels, replayed on the original."""
+        chains, self.seed_chains = self.seed_chains, []
+        out = []
+        for chain in chains:
+            made = replay(chain, self.task, self.original, self.mutators, self.seed)
+            if made is None or candidate_id(made.source) in seen:
+                continue
+            cid = candidate_id(made.source)
+            seen.add(cid)
+            out.append(
+                Node(
+                    cid,
+                    made.source,
+                    made.origin,
+                    made.description,
+                    "original",
+                    t=self.meter.tick().wall_s,
+                )
+            )
+        return out
+
+    def _learn(self) -> None:
+        """Tell the memory what each mutator's candidates did here (a step that made a variant
+        faster than its parent paid)."""
+        if self.memory is None:
+            return
+        pop, outcomes = self.population, {}
+        for node in pop.nodes.values():
+            parent = pop.nodes.get(node.parent or "")
+            if parent is None or node.dispatch or node.outcome in ("pending", "not-run"):
+                continue  # a dispatching variant is no mutator's: its parts are
+            o = outcomes.setdefault(node.chain.last, Outcome())
+            o.tried += 1
+            score, base = pop.score(node), pop.score(parent) or 1.0
+            if node.expandable and score is not None and score > base * (1 + IMPROVEMENT):
+                o.paid += 1
+                o.gain += log_gain(score, base)
+            elif node.failure and o.failure is None:
+                o.failure = ":".join(part.strip() for part in node.failure.split(":")[:2])
+        family, traits = self._features()
+        # The winner's chain; for a dispatching best, its best single variant's (a dispatch
+        # between shape buckets does not replay on other shapes).
+        singles = [
+            n
+            for n in pop.nodes.values()
+            if n.verified and n.id != "original" and not n.dispatch and pop.score(n)
+        ]
+        best = max(singles, key=lambda n: pop.score(n) or 0.0, default=None)
+        try:
+            self.memory.record(family, traits, outcomes)
+            if best is not None and (pop.score(best) or 0.0) > 1.0 + IMPROVEMENT:
+                self.memory.record_win(family, traits, best.origin, pop.score(best) or 1.0)
+        except Exception as exc:  # losing a memory row must never lose the search
+            self.ledger.notes.append(f"the experience memory could not be written: {exc}")
+
     # -- generations ------------------------------------------------------------------------------
     def propose(self, parents: list[Node]) -> list[Node]:
         """Every mutator on every parent, ordered so that what the compile rung cuts when time is
@@ -263,7 +344,7 @@ class Search:
                         )
                         turn[cid] = taken
                         taken += 1
-                        if taken >= PROPOSALS_PER_MUTATOR:
+                        if taken >= self.allocation.quota(name):
                             break
                 except Exception as exc:  # a mutator bug must not end the search
                     self.ledger.notes.append(
@@ -271,6 +352,7 @@ class Search:
                     )
         proven = pop.proven_steps()
         fresh.sort(key=lambda n: (n.chain.last not in proven, turn[n.id]))  # stable: parents' order
+        fresh = self._replays(seen) + fresh
         if self.llm_step is not None:
             # The LLM's first: they cost tokens already spent, and the compile rung cuts the tail.
             self._emit("rung", "asking the LLM for rewrites")
@@ -322,6 +404,7 @@ class Search:
             self._emit("started", f"optimizing {self.task.kernel} on {self.device}")
             self._baseline()
             self._resume()
+            self._recall()
             stopped = self._generations()
             if not stopped.cancelled:
                 self.meter.release_reserve()
@@ -334,6 +417,7 @@ class Search:
                     "for the GPU worker's JIT"
                 )
             result = self._result(stopped)
+            self._learn()
             self.store.finish_search(search_id, status, result)
             best = (
                 f"best {self.population.best_speedup:.2f}x"

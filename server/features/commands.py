@@ -97,6 +97,7 @@ def register(server) -> None:
             llm_base_url=s.llm_endpoint,
             llm_max_tokens=s.llm_max_tokens,
             llm_max_dollars=s.llm_max_dollars,
+            memory=s.memory,
         )
         try:
             info = await ls.engine.request(p.JOB_START, request, p.JobInfo)
