@@ -1,8 +1,8 @@
 """The LLM mutator against an OpenAI-compatible server on 127.0.0.1 that scripts its answers
-(`scripted_llm.py`), through the whole search on the CPU: a good rewrite is verified and tagged;
-cheating rewrites meet the gate and the judge; a failing rewrite is repaired by the second
+(`scripted_llm.py`), through the whole search on the CPU: a good rewrite is verified and tagged; a failing rewrite is repaired by the second
 answer; garbage, cut-off, slow and rate-limited answers cost a proposal, never the search; the
-token cap holds; the key never leaves; an endpoint that is down is said once."""
+token cap holds; an endpoint that is down is said once. The LLM's attacks (cheating rewrites,
+the key's exfiltration) are in `tests/adversarial/test_llm_attacks.py`."""
 
 from __future__ import annotations
 
@@ -29,15 +29,6 @@ GOOD = ORIGINAL.replace(
     "gelu_kernel[(triton.cdiv(n, 64),)](x, out, n, BLOCK=64, num_warps=1)",
     "# 1024-element tiles on four warps keep every SM streaming\n"
     "    gelu_kernel[(triton.cdiv(n, 1024),)](x, out, n, BLOCK=1024, num_warps=4)",
-)
-# Two attacks: one the gate stops (it calls the reference), one only the judge can (it writes
-# only the first half of every tile).
-CALLS_REFERENCE = ORIGINAL.replace(
-    "    return out\n\n\ndef gelu_ref", "    return gelu_ref(x)\n\n\ndef gelu_ref", 1
-)
-HALF_WRITTEN = ORIGINAL.replace(
-    "tl.store(out_ptr + offs, y.to(out_ptr.dtype.element_ty), mask=mask)",
-    "tl.store(out_ptr + offs, y.to(out_ptr.dtype.element_ty), mask=mask & (tl.arange(0, BLOCK) < BLOCK // 2))",
 )
 BROKEN = GOOD.replace("tl.arange(0, BLOCK)", "tl.arange(0, BLOCK, 7)")
 
@@ -109,18 +100,6 @@ def test_a_good_rewrite_is_verified_and_tagged(ws):
 
 
 @pytest.mark.slow
-def test_cheating_rewrites_meet_the_gate_and_the_judge(ws):
-    script = [rewrite(CALLS_REFERENCE), rewrite(HALF_WRITTEN)]
-    with ScriptedLLM(script) as llm:
-        result, _ = search(ws, llm, proposals=2, max_repairs=0)
-    assert not llm_variants(result)
-    outcomes = result.candidates.per_outcome
-    assert outcomes.get("gate:calls-reference") == 1, outcomes
-    # The half-written tiles pass the gate; the judge finds their wrong elements.
-    assert any(k.split(":")[0] in ("smoke", "full") for k in outcomes), outcomes
-
-
-@pytest.mark.slow
 def test_a_failing_rewrite_is_repaired_by_the_second_answer(ws):
     with ScriptedLLM(
         [rewrite(BROKEN, "bigger tiles"), rewrite(GOOD, "bigger tiles, fixed")]
@@ -177,50 +156,6 @@ def _cli(ws: Path, env: dict, *args: str) -> subprocess.CompletedProcess:
         text=True,
         timeout=300,
     )
-
-
-def test_the_prompt_never_carries_the_key(ws):
-    """A workspace file may hold the key (a comment, a config): the prompt carries the module,
-    scrubbed of every configured secret."""
-    from kernelbrain.engine.evaluate.secrets import register
-    from kernelbrain.engine.llm.prompt import Diagnosis, proposal_messages, repair_messages
-    from kernelbrain.engine.mutate import MutationContext
-    from kernelbrain.engine.task import find_task
-
-    register(SENTINEL)
-    task = find_task(ws / "ops" / "gelu.py", "gelu_kernel")
-    ctx = MutationContext(task, ORIGINAL + f"\n# deploy token: {SENTINEL}\n")
-    diagnosis = Diagnosis(tried=[(f"tried {SENTINEL}", f"failed: {SENTINEL}")])
-    for messages in (
-        proposal_messages(ctx, diagnosis),
-        repair_messages(ctx, f"because {SENTINEL}", f"error {SENTINEL}"),
-    ):
-        text = json.dumps(messages)
-        assert SENTINEL not in text and "[redacted]" in text and "gelu_kernel" in text
-
-
-@pytest.mark.slow
-def test_the_key_never_leaves(ws, tmp_path):
-    """An answer that echoes the key (a prompt injection's exfiltration) leaves it nowhere: not
-    in the store, the report, the output or the log; the key goes only to the endpoint."""
-    report = tmp_path / "report.html"
-    echo = GOOD.replace("64-element", f"{SENTINEL} 64-element")
-    with ScriptedLLM([rewrite(echo, f"tiles, and the key is {SENTINEL}")]) as llm:
-        env = {"KERNELBRAIN_API_KEY": SENTINEL, "KERNELBRAIN_LLM_BASE_URL": llm.base_url}
-        proc = _cli(ws, env, "--json", "--report", str(report))
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    headers = {k.lower(): v for k, v in llm.requests[0]["headers"].items()}
-    assert headers.get("authorization") == f"Bearer {SENTINEL}"
-    assert all(SENTINEL not in json.dumps(r["body"]) for r in llm.requests)
-    out = json.loads(proc.stdout)
-    assert any(v["llm"] for v in out["variants"])
-    places = {"stdout": proc.stdout, "stderr": proc.stderr, "report": report.read_text()}
-    places |= {
-        str(p): p.read_bytes().decode("latin-1")
-        for p in (ws / ".kernelbrain").rglob("*")
-        if p.is_file()
-    }
-    assert not [where for where, text in places.items() if SENTINEL in text]
 
 
 @pytest.mark.slow

@@ -398,7 +398,13 @@ class Search:
         return max(self.initial_reserve_s, both if both <= cap else final)
 
     def run(self) -> SearchResult:
-        search_id = self.store.start_search(self.key, self.task.file, self.task.kernel, self.device)
+        try:  # claims the kernel: another live search of it raises SearchBusy
+            search_id = self.store.start_search(
+                self.key, self.task.file, self.task.kernel, self.device
+            )
+        except BaseException:
+            self.evaluator.close()
+            raise
         status = "failed"
         try:
             self._emit("started", f"optimizing {self.task.kernel} on {self.device}")

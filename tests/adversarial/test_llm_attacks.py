@@ -1,0 +1,86 @@
+"""Attacks through the LLM: its answers are untrusted code and untrusted text. A rewrite that
+cheats meets the gate (calling the reference) or the judge (tiles half written); a workspace
+file holding the key does not put it in the prompt; an answer that echoes the key (an injected
+instruction's exfiltration) leaves it nowhere: not in the store, the report, the output or the
+log. The endpoint is a scripted server on 127.0.0.1 (`tests/scripted_llm.py`)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from ..scripted_llm import ScriptedLLM, rewrite
+from ..test_llm import GOOD, ORIGINAL, SENTINEL, _cli, llm_variants, search
+
+
+@pytest.fixture
+def ws(examples_copy):
+    return examples_copy
+
+
+# Two attacks: one the gate stops (it calls the reference), one only the judge can (it writes
+# only the first half of every tile).
+CALLS_REFERENCE = ORIGINAL.replace(
+    "    return out\n\n\ndef gelu_ref", "    return gelu_ref(x)\n\n\ndef gelu_ref", 1
+)
+HALF_WRITTEN = ORIGINAL.replace(
+    "tl.store(out_ptr + offs, y.to(out_ptr.dtype.element_ty), mask=mask)",
+    "tl.store(out_ptr + offs, y.to(out_ptr.dtype.element_ty), mask=mask & (tl.arange(0, BLOCK) < BLOCK // 2))",
+)
+
+
+@pytest.mark.slow
+def test_cheating_rewrites_meet_the_gate_and_the_judge(ws):
+    script = [rewrite(CALLS_REFERENCE), rewrite(HALF_WRITTEN)]
+    with ScriptedLLM(script) as llm:
+        result, _ = search(ws, llm, proposals=2, max_repairs=0)
+    assert not llm_variants(result)
+    outcomes = result.candidates.per_outcome
+    assert outcomes.get("gate:calls-reference") == 1, outcomes
+    # The half-written tiles pass the gate; the judge finds their wrong elements.
+    assert any(k.split(":")[0] in ("smoke", "full") for k in outcomes), outcomes
+
+
+def test_the_prompt_never_carries_the_key(ws):
+    """A workspace file may hold the key (a comment, a config): the prompt carries the module,
+    scrubbed of every configured secret."""
+    from kernelbrain.engine.evaluate.secrets import register
+    from kernelbrain.engine.llm.prompt import Diagnosis, proposal_messages, repair_messages
+    from kernelbrain.engine.mutate import MutationContext
+    from kernelbrain.engine.task import find_task
+
+    register(SENTINEL)
+    task = find_task(ws / "ops" / "gelu.py", "gelu_kernel")
+    ctx = MutationContext(task, ORIGINAL + f"\n# deploy token: {SENTINEL}\n")
+    diagnosis = Diagnosis(tried=[(f"tried {SENTINEL}", f"failed: {SENTINEL}")])
+    for messages in (
+        proposal_messages(ctx, diagnosis),
+        repair_messages(ctx, f"because {SENTINEL}", f"error {SENTINEL}"),
+    ):
+        text = json.dumps(messages)
+        assert SENTINEL not in text and "[redacted]" in text and "gelu_kernel" in text
+
+
+@pytest.mark.slow
+def test_the_key_never_leaves(ws, tmp_path):
+    """An answer that echoes the key (a prompt injection's exfiltration) leaves it nowhere: not
+    in the store, the report, the output or the log; the key goes only to the endpoint."""
+    report = tmp_path / "report.html"
+    echo = GOOD.replace("64-element", f"{SENTINEL} 64-element")
+    with ScriptedLLM([rewrite(echo, f"tiles, and the key is {SENTINEL}")]) as llm:
+        env = {"KERNELBRAIN_API_KEY": SENTINEL, "KERNELBRAIN_LLM_BASE_URL": llm.base_url}
+        proc = _cli(ws, env, "--json", "--report", str(report))
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    headers = {k.lower(): v for k, v in llm.requests[0]["headers"].items()}
+    assert headers.get("authorization") == f"Bearer {SENTINEL}"
+    assert all(SENTINEL not in json.dumps(r["body"]) for r in llm.requests)
+    out = json.loads(proc.stdout)
+    assert any(v["llm"] for v in out["variants"])
+    places = {"stdout": proc.stdout, "stderr": proc.stderr, "report": report.read_text()}
+    places |= {
+        str(p): p.read_bytes().decode("latin-1")
+        for p in (ws / ".kernelbrain").rglob("*")
+        if p.is_file()
+    }
+    assert not [where for where, text in places.items() if SENTINEL in text]
