@@ -11,7 +11,6 @@ decoded tolerantly (`answer.py`).
 from __future__ import annotations
 
 import msgspec
-import openai
 
 from .settings import LLMSettings
 
@@ -33,6 +32,8 @@ class Reply(msgspec.Struct):
 
 class LLMClient:
     def __init__(self, settings: LLMSettings, api_key: str):
+        import openai  # here: an engine without the LLM in use never needs the SDK
+
         self.settings = settings
         self.structured = True  # until the endpoint refuses `response_format`
         self._client = openai.OpenAI(
@@ -66,6 +67,8 @@ class LLMClient:
         return self._create(kwargs)
 
     def _create(self, kwargs: dict) -> Reply:
+        import openai
+
         try:
             completion = self._client.chat.completions.create(**kwargs)
         except openai.APITimeoutError as exc:
@@ -111,7 +114,7 @@ class LLMClient:
         )
 
 
-def _error_text(exc: openai.APIStatusError) -> str:
+def _error_text(exc) -> str:
     body = exc.body
     if isinstance(body, dict):
         err = body.get("error", body)
