@@ -8,6 +8,8 @@ how (the Triton calls used, the static findings, the dtypes of the cases).
 
 from __future__ import annotations
 
+import ast
+
 from ..rules import check_module
 
 
@@ -38,8 +40,6 @@ def kernel_features(ctx, case_labels: list[str]) -> tuple[str, set[str]]:
 
 
 def _tl_call(node) -> bool:
-    import ast
-
     return (
         isinstance(node, ast.Call)
         and isinstance(node.func, ast.Attribute)
