@@ -132,3 +132,24 @@ def test_no_memory_reads_and_writes_nothing_and_clear_empties_it(tmp_path):
     cleared = cli("memory", "clear")
     assert cleared.returncode == 0 and "cleared" in cleared.stdout
     assert ": 0 experiences" in cli("memory", "show").stdout
+
+
+def test_kernel_features_name_the_family_and_the_dtypes():
+    from kernelbrain.engine.mutate import MutationContext
+    from kernelbrain.engine.search.features import kernel_features
+    from kernelbrain.engine.task import find_task
+
+    found = {}
+    for op in ("softmax", "matmul", "gelu", "rmsnorm"):
+        task = find_task(EXAMPLES / "ops" / f"{op}.py", f"{op}_kernel")
+        found[op] = kernel_features(
+            MutationContext(task, Path(task.file).read_text()), ["bfloat16[8x8]"]
+        )
+    assert {op: f for op, (f, _) in found.items()} == {
+        "softmax": "softmax-like",
+        "matmul": "matmul",
+        "gelu": "elementwise",
+        "rmsnorm": "normalization",
+    }
+    traits = found["softmax"][1]
+    assert "dtype:bfloat16" in traits and "dtype:float16" not in traits and "KB101" in traits

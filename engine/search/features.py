@@ -9,8 +9,11 @@ how (the Triton calls used, the static findings, the dtypes of the cases).
 from __future__ import annotations
 
 import ast
+import re
 
 from ..rules import check_module
+
+_DTYPE = re.compile(r"\b(bfloat16|float16|float32|float64)\b")  # `bfloat16` is no float16
 
 
 def kernel_features(ctx, case_labels: list[str]) -> tuple[str, set[str]]:
@@ -32,7 +35,7 @@ def kernel_features(ctx, case_labels: list[str]) -> tuple[str, set[str]]:
     else:
         family = "elementwise"
     findings = {f.code for f in check_module(ctx.module) if f.kernel in (None, ctx.task.kernel)}
-    dtypes = {d for label in case_labels for d in ("bfloat16", "float16", "float32") if d in label}
+    dtypes = {d for label in case_labels for d in _DTYPE.findall(label)}
     traits = {f"tl.{c}" for c in calls} | findings | {f"dtype:{d}" for d in dtypes}
     if kv.kernel.autotuned:
         traits.add("autotuned")
