@@ -16,10 +16,6 @@ from .meter import Meter
 from .node import Node
 from .population import Population
 
-# How a node ended that is not a fault to repair: ranked out, a stepping stone, not run.
-NOT_FAULTS = ("verified", "stone", "not-run", "pending")
-NOT_FAULT_REASONS = ("ranked-out", "below-lead")
-
 
 class LLMStep:
     def __init__(self, llm: LLMMutator, task, seed: int, notes: list[str]):
@@ -71,11 +67,8 @@ class LLMStep:
                 continue
             if self.repairs[node.id] >= self.llm.settings.max_repairs:
                 continue
-            if node.outcome in NOT_FAULTS or not node.failure:
-                continue
-            if any(reason in node.failure for reason in NOT_FAULT_REASONS):
-                continue
-            self._to_repair.append(node)
+            if node.failure:  # set on rejections only: ranked out or a stone is no fault
+                self._to_repair.append(node)
 
     def diagnosis(self, pop: Population, gpu: bool) -> Diagnosis:
         best = pop.nodes.get(pop.best_id) if pop.best_id else None
