@@ -8,6 +8,8 @@ is blamed for doing the same."""
 
 from __future__ import annotations
 
+import textwrap
+
 import pytest
 
 from kernelbrain.engine.evaluate.pool import WorkerPool
@@ -57,6 +59,78 @@ def test_an_fp32_original_as_far_off_as_tf32_stands(pool, tmp_path):
     assert "up to bf16's tolerance" in original.notes[0], original.notes
     assert verify(pool, task, scaled("2"), "cpu").accepted
     assert not verify(pool, task, scaled("2.02"), "cpu").accepted  # 10x further off
+
+
+TF32_MATMUL = textwrap.dedent("""
+    import torch
+    import triton
+    import triton.language as tl
+
+
+    @triton.jit
+    def _tf32(x):
+        # what the tensor cores keep of an fp32 operand: a 10-bit mantissa (truncated)
+        return (x.to(tl.int32, bitcast=True) & -8192).to(tl.float32, bitcast=True)
+
+
+    @triton.jit
+    def mm_kernel(a_ptr, b_ptr, c_ptr, M, N, K, BLOCK: tl.constexpr, BLOCK_K: tl.constexpr):
+        rm = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+        rn = tl.program_id(1) * BLOCK + tl.arange(0, BLOCK)
+        rk = tl.arange(0, BLOCK_K)
+        acc = tl.zeros((BLOCK, BLOCK), dtype=tl.float32)
+        for k in range(0, K, BLOCK_K):
+            a = tl.load(a_ptr + rm[:, None] * K + (k + rk)[None, :],
+                        mask=(rm[:, None] < M) & ((k + rk)[None, :] < K), other=0.0)
+            b = tl.load(b_ptr + (k + rk)[:, None] * N + rn[None, :],
+                        mask=((k + rk)[:, None] < K) & (rn[None, :] < N), other=0.0)
+            acc += tl.dot(_tf32(a), _tf32(b))
+        tl.store(c_ptr + rm[:, None] * N + rn[None, :], acc, mask=(rm[:, None] < M) & (rn[None, :] < N))
+
+
+    def mm(a, b):
+        M, K = a.shape
+        N = b.shape[1]
+        c = torch.empty((M, N), device=a.device, dtype=torch.float32)
+        mm_kernel[(triton.cdiv(M, 16), triton.cdiv(N, 16))](a, b, c, M, N, K, BLOCK=16, BLOCK_K=16)
+        return c
+
+
+    def mm_ref(a, b):
+        return a @ b
+
+
+    def mm_inputs(device="cuda"):
+        return [(torch.randn(512, 512, device=device), torch.randn(512, 512, device=device))]
+
+
+    def mm_small_inputs(device="cpu"):
+        return [(torch.randn(33, 96, device=device), torch.randn(96, 70, device=device)),
+                (torch.randn(48, 256, device=device), torch.randn(256, 40, device=device))]
+""")
+
+
+def test_a_tf32_matmul_original_stands_where_its_outputs_near_zero_are_off(pool, tmp_path):
+    """TF32's error follows the operands, not each output: outputs near zero are off by as much
+    as large ones (on the H200 the corpus matmul was 0.029 off with outputs of mean 7.8). The
+    floor's atol follows the output's magnitude, so the original stands; a candidate ten times as
+    far off is still refused."""
+    (tmp_path / "ops").mkdir()
+    (tmp_path / "ops" / "mm.py").write_text(TF32_MATMUL)
+    (tmp_path / "kernelbrain.toml").write_text(
+        '[[tasks]]\nfile = "ops/mm.py"\nkernel = "mm_kernel"\nentry = "mm"\n'
+        'reference = "mm_ref"\ninputs = "mm_inputs"\nsmall_inputs = "mm_small_inputs"\n'
+    )
+    task = find_task(tmp_path / "ops" / "mm.py", "mm_kernel")
+    original = run_harness(pool, task, None, "cpu")
+    assert original.accepted, original.message
+    assert "bf16's tolerance" in original.notes[0], original.notes
+    # exact fp32 dots: more accurate than the original, fine
+    exact = TF32_MATMUL.replace("tl.dot(_tf32(a), _tf32(b))", "tl.dot(a, b)")
+    assert verify(pool, task, exact, "cpu").accepted
+    # operands cut to 4 mantissa bits (bf16 keeps 7): far worse than the original, refused
+    coarse = TF32_MATMUL.replace("& -8192", "& -524288")
+    assert not verify(pool, task, coarse, "cpu").accepted
 
 
 def test_a_grossly_wrong_original_is_refused_with_how_far_off_it_is(pool, tmp_path):

@@ -68,6 +68,20 @@ def flatten(x, path="out"):
         yield path, x
 
 
+def mean_magnitude(expected) -> float:
+    """The mean absolute value of the finite elements of every floating-point tensor in
+    `expected` (0.0 when there are none): the scale an output's rounding error is measured
+    against."""
+    total, count = 0.0, 0
+    for _, w in flatten(expected):
+        if isinstance(w, torch.Tensor) and w.dtype.is_floating_point and w.numel():
+            wd = w.detach().to(torch.float64)
+            finite = wd[torch.isfinite(wd)]
+            total += float(finite.abs().sum())
+            count += finite.numel()
+    return total / count if count else 0.0
+
+
 def compare(
     out, expected, rtol=None, atol=None, scale: float = 1.0, check_dtype_of=None
 ) -> Comparison:
