@@ -5,6 +5,9 @@ from __future__ import annotations
 import difflib
 import os
 
+import msgspec
+from pygls.uris import to_fs_path
+
 from kernelbrain.engine import agent_protocol as p
 from kernelbrain.engine.api.diff import unified_diff
 
@@ -12,6 +15,10 @@ from ..engine_bridge import EngineUnavailable
 
 VARIANT_REQUEST = "kernelbrain/variant"
 JOBS_REQUEST = "kernelbrain/jobs"
+RESULTS_REQUEST = "kernelbrain/results"
+# Trajectory points a results view gets: a long search records thousands; a chart needs the
+# shape, and the points where the best improved are always kept.
+MAX_TRAJECTORY_POINTS = 400
 
 
 def _get(params, name: str):
@@ -75,6 +82,51 @@ def register(server) -> None:
             "reason": offer.rebased.reason,
         }
 
+    @server.feature(RESULTS_REQUEST)
+    def results(ls, params) -> dict:
+        """{uri, kernel} -> the last search of that kernel, for a results view: the trajectory,
+        candidate counts by rung and outcome, the baseline and every variant offered now (with
+        its per-case figures and whether it was withdrawn by an edit since)."""
+        uri, kernel = _get(params, "uri"), _get(params, "kernel")
+        if not isinstance(uri, str) or not isinstance(kernel, str):
+            raise ValueError("kernelbrain/results takes {uri: string, kernel: string}")
+        path = to_fs_path(uri)
+        result = ls.results.get(path, kernel) if path else None
+        if result is None:
+            return {"found": False, "reason": f"no search of `{kernel}` yet"}
+        current = ls.current_text(uri) or ""
+        offers = {o.variant.id: o for o in ls.results.offers(path, kernel, current)}
+        return {
+            "found": True,
+            "kernel": result.kernel,
+            "device": result.device,
+            "measured": result.measured,
+            "best": result.best,
+            "stopped": result.stopped,
+            "timeToBestS": result.time_to_best_s,
+            "spent": msgspec.to_builtins(result.budget.spent),
+            "limits": msgspec.to_builtins(result.budget.limits),
+            "candidates": msgspec.to_builtins(result.candidates),
+            "trajectory": [msgspec.to_builtins(t) for t in thin(result.trajectory)],
+            "baseline": msgspec.to_builtins(result.baseline),
+            "notes": result.notes,
+            "variants": [
+                {
+                    "id": v.id,
+                    "title": v.description,
+                    "origin": v.origin,
+                    "speedup": v.speedup,
+                    "measured": v.measured,
+                    "llm": v.llm,
+                    "offered": v.id in offers,
+                    "stale": offers[v.id].stale if v.id in offers else None,
+                    "explanation": v.explanation,
+                    "perCase": msgspec.to_builtins(v.per_case),
+                }
+                for v in result.variants
+            ],
+        }
+
     @server.feature(JOBS_REQUEST)
     async def jobs(ls, params=None) -> dict:
         """Every search job this session started: queued, running, finished, cancelled or failed."""
@@ -88,8 +140,18 @@ def register(server) -> None:
                         ls.jobs[info.id].info = info
             except EngineUnavailable:
                 pass
-        import msgspec
-
         return {
             "jobs": [msgspec.to_builtins(i) | {"uri": ls.jobs[i.id].uri} for i in infos.values()]
         }
+
+
+def thin(points: list, limit: int = MAX_TRAJECTORY_POINTS) -> list:
+    """At most `limit` trajectory points (more only when the best improved more often than
+    that), evenly spaced, keeping every point where the best improved: the chart's step line is
+    drawn through them."""
+    if len(points) <= limit:
+        return list(points)
+    keep = {i for i, t in enumerate(points) if i == 0 or t.best > points[i - 1].best}
+    room = max(0, limit - len(keep))
+    keep |= {round(k * (len(points) - 1) / max(1, room - 1)) for k in range(room)}
+    return [points[i] for i in sorted(keep)]

@@ -146,6 +146,14 @@ async def test_optimize_preview_withdraw_apply_and_restart(workspace, tmp_path):
         preview.found and preview.newText != original and preview.diff.startswith("--- a/gelu.py")
     )
     assert "What changed" in preview.explanation and preview.measured is False
+    # The results view's data: the trajectory up to the best, counts, every variant offered.
+    results = await client.protocol.send_request_async(
+        "kernelbrain/results", {"uri": uri, "kernel": "gelu_kernel"}
+    )
+    assert results.found and results.best and results.trajectory
+    assert results.trajectory[-1].best >= 1.0 and results.candidates.total >= 1
+    listed = {v.id: v for v in results.variants}
+    assert listed[variant_id].offered and listed[variant_id].stale is False
 
     # Edit the kernel (unsaved): the variant is withdrawn, with the reason.
     edited = original.replace("inner = 0.7978845608028654", "inner = 0.79788456")
@@ -167,6 +175,10 @@ async def test_optimize_preview_withdraw_apply_and_restart(workspace, tmp_path):
         )
     )
     assert refused["applied"] is False and refused["stale"] is True and not received
+    after_edit = await client.protocol.send_request_async(
+        "kernelbrain/results", {"uri": uri, "kernel": "gelu_kernel"}
+    )
+    assert {v.id: v.stale for v in after_edit.variants}[variant_id] is True
 
     # Back to the searched code: apply through workspace/applyEdit, with the document version.
     replace_text(client, uri, original, 3)
@@ -313,3 +325,19 @@ async def test_compiled_view_diagnostics_without_blocking(workspace, tmp_path):
     assert "Compiled" in hover.contents.value and "regs" in hover.contents.value
     await stop_client(client)
     assert not record.exists()
+
+
+def test_a_long_trajectory_is_thinned_keeping_every_improvement():
+    from kernelbrain.engine.api.results import TrajectoryPoint
+    from kernelbrain.server.features.requests import thin
+
+    points = [
+        TrajectoryPoint(t=i, candidate=str(i), origin="config", outcome="verified", speedup=1.0,
+                        best=1.0 + (i // 700) * 0.1)
+        for i in range(3000)
+    ]  # fmt: skip
+    kept = thin(points, 100)
+    assert len(kept) <= 100 and kept[0] is points[0] and kept[-1] is points[-1]
+    improved = [p for i, p in enumerate(points) if i and p.best > points[i - 1].best]
+    assert all(p in kept for p in improved)
+    assert thin(points[:50], 100) == points[:50]
