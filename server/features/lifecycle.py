@@ -29,10 +29,14 @@ def register(server) -> None:
         await ls.pull_settings()
         ls.start_watcher()
         await ls.scan_workspace()
+        # An editor restores its open files while the server starts and may ask for their lenses
+        # before it is ready (VS Code then never asks again until an edit): ask it to again.
+        ls.refresh_lenses()
 
     @server.feature(types.TEXT_DOCUMENT_DID_OPEN)
     def did_open(ls, params: types.DidOpenTextDocumentParams) -> None:
         ls.analyse_open(params.text_document.uri)
+        ls.refresh_lenses()  # the lenses follow the file's kernels (see `initialized`)
 
     @server.feature(types.TEXT_DOCUMENT_DID_CHANGE)
     def did_change(ls, params: types.DidChangeTextDocumentParams) -> None:
