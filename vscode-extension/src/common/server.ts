@@ -25,13 +25,11 @@ import { initializationOptions, readSettings, type Settings } from "./settings";
 const run = promisify(execFile);
 
 export function currentSettings(log?: vscode.LogOutputChannel): Settings {
+  // `get` (not `inspect`): in an untrusted workspace VS Code ignores the workspace's values of
+  // the restricted settings (package.json: the interpreter, the import strategy), so a cloned
+  // repository's .vscode/settings.json cannot choose the program the extension runs.
   const config = vscode.workspace.getConfiguration("kernelbrain");
-  const { settings, problems } = readSettings((key) => {
-    const inspected = config.inspect(key);
-    const value =
-      inspected?.workspaceFolderValue ?? inspected?.workspaceValue ?? inspected?.globalValue;
-    return value;
-  });
+  const { settings, problems } = readSettings((key) => config.get(key));
   for (const p of problems) {
     log?.warn(p);
   }

@@ -275,6 +275,14 @@ async function trustedScenario(browser) {
 
 async function untrustedScenario(browser) {
   const ws = workspaceCopy();
+  // The attack: a repository's own settings name the program the extension would run.
+  const marker = path.join(path.dirname(ws), "workspace-program-ran");
+  writeFileSync(path.join(ws, "evil.sh"), `#!/bin/sh\ntouch '${marker}'\nexec '${PYTHON}' "$@"\n`);
+  mkdirSync(path.join(ws, ".vscode"));
+  writeFileSync(
+    path.join(ws, ".vscode", "settings.json"),
+    JSON.stringify({ "kernelbrain.interpreter": ["/bin/sh", path.join(ws, "evil.sh")], "kernelbrain.importStrategy": "fromEnvironment" }),
+  );
   const cs = await startCodeServer(ws, { trusted: false });
   const page = await browser.newPage({ viewport: { width: 1500, height: 900 } });
   try {
@@ -289,6 +297,7 @@ async function untrustedScenario(browser) {
     check("untrusted: no Optimize lens", (await page.locator(".codelens-decoration a", { hasText: "Optimize" }).count()) === 0);
     const ran = filesUnder(ws).filter((f) => f.includes("__pycache__") || f.includes(`${path.sep}.kernelbrain${path.sep}`));
     check("untrusted: nothing of the workspace imported or run", ran.length === 0, ran.join(", "));
+    check("untrusted: the workspace's settings cannot choose the interpreter", !existsSync(marker));
     await page.screenshot({ path: path.join(OUT, "untrusted.png") });
   } catch (err) {
     await page.screenshot({ path: path.join(OUT, "failure-untrusted.png") }).catch(() => {});
