@@ -397,6 +397,22 @@ def static_gate(task: Task, original_source: str, candidate_source: str) -> Reje
     return None
 
 
+def harness_gate(draft_source: str, stub_source: str, required: list[str]) -> Rejection | None:
+    """The first rule a drafted harness module (an LLM's) breaks, or None when it may run in the
+    judge: it parses, defines `required`, and reaches nothing outside (imports, calls and
+    attributes) that the stub it replaces does not, nor runs code at import."""
+    try:
+        tree = ast.parse(draft_source)
+    except SyntaxError as exc:
+        return Rejection("syntax-error", f"the harness does not parse: {exc.msg}", exc.lineno)
+    stub = ast.parse(stub_source)
+    defined = _top_functions(tree)
+    missing = [name for name in required if name not in defined]
+    if missing:
+        return Rejection("harness-incomplete", f"the harness does not define {', '.join(missing)}")
+    return _reaches_outside(tree, stub) or _runs_at_import(tree, stub)
+
+
 def _harmless(value: ast.expr) -> bool:
     """A value whose evaluation cannot do anything: literals, names, arithmetic,
     `triton.Config(...)` lists, lambdas (defined, not run: their bodies are not looked at)."""

@@ -110,7 +110,9 @@ class LLMMutator:
             self.dollars += self.settings.dollars(prompt, completion) - held[1]
 
     # -- requests ---------------------------------------------------------------------------------
-    def _ask(self, messages: list[dict], left_s: float) -> Mutation:
+    def ask(self, messages: list[dict], left_s: float) -> Mutation:
+        """One answer (a module and its rationale), counted against the token and dollar caps;
+        an `LLMError` or `BadAnswer` when it failed, `LLMUnavailable` when the LLM is off."""
         if self.off is not None or self.client is None:
             raise LLMUnavailable(self.off or "no client")
         if left_s < MIN_REQUEST_S:
@@ -168,7 +170,7 @@ class LLMMutator:
 
         def one(messages):
             try:
-                return self._ask(messages, left_s), None
+                return self.ask(messages, left_s), None
             except (LLMError, BadAnswer, LLMUnavailable) as exc:
                 return None, f"{type(exc).__name__}: {scrub(str(exc), 400)}"
             except Exception as exc:  # a client bug costs a proposal, never the search

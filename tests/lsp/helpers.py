@@ -45,6 +45,13 @@ async def start_client(
     )
     client = await config.start()
     _fix_code_action_union(client)
+    # VS Code answers the lens refreshes its capabilities announce; count them.
+    client.lens_refreshes = 0
+
+    @client.feature(types.WORKSPACE_CODE_LENS_REFRESH)
+    def _refresh(params=None):
+        client.lens_refreshes += 1
+
     for section, item in (configuration or {}).items():
         client.set_configuration(item, section=section)
     await client.initialize_session(

@@ -63,6 +63,16 @@ async def test_did_change_is_debounced_and_updates_diagnostics(client):
     assert publishes_before >= 1
 
 
+async def test_the_editor_is_asked_for_lenses_again_after_start_and_open(client):
+    """An editor restores open files while the server starts and may ask for their lenses too
+    early (VS Code then waits for an edit): the server asks it to refresh once it is ready, and
+    on each open."""
+    await wait_until(lambda: client.lens_refreshes >= 1, what="a refresh after start-up")
+    before = client.lens_refreshes
+    softmax_uri(client)
+    await wait_until(lambda: client.lens_refreshes > before, what="a refresh after didOpen")
+
+
 async def test_code_lens_per_launchable_kernel(client):
     path = client.workspace_root / "ops" / "fused.py"
     path.write_text(
