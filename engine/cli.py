@@ -251,6 +251,8 @@ def _cmd_init(args: argparse.Namespace) -> int:
     path, kernel = split_target(args.target)
     if kernel is None:
         raise UsageError("say which kernel: kernelbrain init FILE::KERNEL")
+    if args.llm:
+        return _init_with_llm(args, path, kernel)
     try:
         result = scaffold(path, kernel)
     except TaskError as exc:
@@ -261,6 +263,48 @@ def _cmd_init(args: argparse.Namespace) -> int:
         f"wrote {result.harness}: fill in the reference and the input functions, then run "
         f"`kernelbrain verify` or `kernelbrain bench`"
     )
+    return EXIT_OK
+
+
+def _init_with_llm(args: argparse.Namespace, path, kernel: str) -> int:
+    """`init --llm`: the LLM drafts the reference and inputs; the original kernel must pass the
+    drafted harness (five stages, sandboxed) before anything is written."""
+    from .evaluate.pool import WorkerPool
+    from .evaluate.verify import run_harness
+    from .llm.harness_draft import DraftFailed, draft_harness
+    from .llm.mutator import LLMMutator
+    from .llm.settings import from_environment
+    from .task import TaskError
+
+    settings, key = from_environment(model=args.llm_model, base_url=args.llm_base_url)
+    llm = LLMMutator(settings, key)
+    device = _device(args.device)
+    try:
+        with WorkerPool() as pool:
+            draft = draft_harness(
+                path, kernel, llm, lambda task: run_harness(pool, task, None, device)
+            )
+    except TaskError as exc:
+        raise UsageError(str(exc), "harness") from exc
+    except DraftFailed as exc:
+        for notice in llm.notices:
+            print(f"kernelbrain: {notice}", file=sys.stderr)
+        raise UsageError(
+            f"the LLM's harness for {kernel} was not written: {exc}. `kernelbrain init "
+            f"{args.target}` writes stubs to fill in by hand",
+            "harness",
+        ) from exc
+    result = draft.scaffold
+    result.harness.write_text(result.harness_text, encoding="utf-8")
+    result.config.write_text(result.config_text, encoding="utf-8")
+    verb = "created" if result.created_config else "updated"
+    print(f"{verb} {result.config} with a [[tasks]] entry for {kernel} (entry `{result.entry}`)")
+    print(
+        f"wrote {result.harness}, drafted by {settings.model} in {draft.rounds} round(s): the "
+        f"original passes it on {draft.checked}. Read it before you trust it: "
+        f"{draft.rationale}"
+    )
+    print(llm.summary())
     return EXIT_OK
 
 
@@ -482,6 +526,14 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("init", help="scaffold a task harness for a kernel")
     p.add_argument("target", metavar="FILE::KERNEL")
+    p.add_argument(
+        "--llm",
+        action="store_true",
+        help="have an LLM draft the reference and inputs; written only if the original passes them",
+    )
+    p.add_argument("--llm-model", default=None, help="model name (default: KERNELBRAIN_LLM_MODEL)")
+    p.add_argument("--llm-base-url", default=None, help="endpoint base URL (default: from env)")
+    p.add_argument("--device", default="auto", help="where the drafted harness is checked")
     p.set_defaults(handler=_cmd_init)
 
     p = sub.add_parser(
