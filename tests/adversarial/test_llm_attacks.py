@@ -84,3 +84,41 @@ def test_the_key_never_leaves(ws, tmp_path):
         if p.is_file()
     }
     assert not [where for where, text in places.items() if SENTINEL in text]
+
+
+STUB = (
+    "import torch\n\n\ndef f_reference(x):\n    raise NotImplementedError\n\n\n"
+    'def f_inputs(device="cuda"):\n    raise NotImplementedError\n\n\n'
+    'def f_small_inputs(device="cpu"):\n    raise NotImplementedError\n'
+)
+HONEST_HARNESS = (
+    "import torch\n\n\ndef f_reference(x):\n    return x * 2\n\n\n"
+    'def f_inputs(device="cuda"):\n    return [(torch.randn(1 << 20, device=device),)]\n\n\n'
+    'def f_small_inputs(device="cpu"):\n    return [(torch.randn(1000, device=device),)]\n'
+)
+
+
+@pytest.mark.parametrize(
+    "attack, draft",
+    [
+        (
+            "reads the environment",
+            HONEST_HARNESS.replace("return x * 2", "import os\n    return x * len(os.environ)"),
+        ),
+        (
+            "opens a file",
+            HONEST_HARNESS.replace("return x * 2", "open('/etc/passwd').read()\n    return x * 2"),
+        ),
+        ("runs code at import", HONEST_HARNESS + "\nprint(torch.cuda.device_count())\n"),
+        ("reaches a subprocess", "import subprocess\n" + HONEST_HARNESS),
+        ("evaluates a string", HONEST_HARNESS.replace("return x * 2", "return eval('x * 2')")),
+        ("leaves out a function", HONEST_HARNESS.split("\n\n\ndef f_small_inputs")[0]),
+    ],
+)
+def test_a_drafted_harness_that_reaches_outside_is_refused_before_it_runs(attack, draft):
+    """`init --llm` runs an LLM's harness in the judge only past this gate (and the sandbox)."""
+    from kernelbrain.engine.evaluate.policy import harness_gate
+
+    names = ["f_reference", "f_inputs", "f_small_inputs"]
+    assert harness_gate(HONEST_HARNESS, STUB, names) is None
+    assert harness_gate(draft, STUB, names) is not None, attack
