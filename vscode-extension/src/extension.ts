@@ -268,10 +268,15 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
       async (progress, token) => {
         token.onCancellationRequested(() => void vscode.commands.executeCommand("kernelbrain.cancel", jobId));
         let done = 0;
+        let unseen = 0; // polls without the job: a restarted server has forgotten it
         for (;;) {
           const job = jobs.find((j) => j.id === jobId);
           if (job && !isActive(job)) {
             return job;
+          }
+          unseen = job ? 0 : unseen + 1;
+          if (unseen > 30 || serverState === "error" || serverState === "stopped") {
+            return { id: jobId, kernel, state: "failed", error: "the server stopped or lost the search" } as Job;
           }
           if (job) {
             const pct = Math.round((job.fraction ?? 0) * 100);
