@@ -193,7 +193,15 @@ async function trustedScenario(browser) {
     await page.screenshot({ path: path.join(OUT, "diagnostics.png") });
 
     const lens = page.locator(".codelens-decoration a", { hasText: "Optimize kernel" }).first();
-    await lens.waitFor({ timeout: 90_000 });
+    if (!(await lens.waitFor({ timeout: 20_000 }).then(() => true, () => false))) {
+      // code-server sometimes never asks for the lenses of an editor opened while the server
+      // starts, refresh requests notwithstanding (see the closing note): reopen it, as a user would
+      console.log("note: no lens after 20 s; reopening gelu.py");
+      await page.locator(".monaco-editor .view-lines").first().click();
+      await runCommand(page, "View: Close Editor");
+      await openFile(page, "gelu.py");
+    }
+    await lens.waitFor({ timeout: 60_000 });
     check("the ⚡ Optimize lens is there", true, await lens.innerText());
     await lens.click();
     const toast = page.locator(".notification-toast", { hasText: "Optimizing gelu_kernel" });
