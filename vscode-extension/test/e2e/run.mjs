@@ -178,18 +178,37 @@ function workspaceCopy() {
   return ws;
 }
 
-async function trustedScenario(browser) {
-  const ws = workspaceCopy();
-  const file = path.join(ws, "ops", "gelu.py");
-  const original = readFileSync(file, "utf8");
-  const cs = await startCodeServer(ws, { trusted: true });
+/**
+ * One session: code-server with the extension serving `ws`, a page loaded on it, gelu.py open
+ * and KB diagnostics in the Problems panel (`prefix` names the check), then `body(page, cs)`.
+ * On failure a screenshot, code-server's log and VS Code's logs go to OUT, suffixed `name`.
+ */
+async function withSession(browser, ws, { trusted, name, prefix = "" }, body) {
+  const cs = await startCodeServer(ws, { trusted });
   const page = await browser.newPage({ viewport: { width: 1500, height: 900 } });
   try {
     await load(page, cs.url);
     await openFile(page, "gelu.py");
     const panel = await problems(page);
     await panel.locator(".monaco-list-row", { hasText: /KB1\d\d/ }).first().waitFor({ timeout: 90_000 });
-    check("KB diagnostics appear in the Problems panel", true);
+    check(`${prefix}KB diagnostics appear in the Problems panel`, true);
+    await body(page, cs);
+  } catch (err) {
+    await page.screenshot({ path: path.join(OUT, `failure-${name}.png`) }).catch(() => {});
+    writeFileSync(path.join(OUT, `code-server-${name}.log`), cs.log());
+    cpSync(path.join(cs.userData, "logs"), path.join(OUT, `logs-${name}`), { recursive: true });
+    throw err;
+  } finally {
+    await page.close();
+    cs.stop();
+  }
+}
+
+async function trustedScenario(browser) {
+  const ws = workspaceCopy();
+  const file = path.join(ws, "ops", "gelu.py");
+  const original = readFileSync(file, "utf8");
+  await withSession(browser, ws, { trusted: true, name: "trusted" }, async (page, cs) => {
     await page.screenshot({ path: path.join(OUT, "diagnostics.png") });
 
     const lens = page.locator(".codelens-decoration a", { hasText: "Optimize kernel" }).first();
@@ -270,15 +289,7 @@ async function trustedScenario(browser) {
       .flatMap(filesUnder)
       .filter((f) => readFileSync(f).includes(SENTINEL));
     check("no file under user-data, extensions or the workspace holds the key", leaks.length === 0, leaks.join(", "));
-  } catch (err) {
-    await page.screenshot({ path: path.join(OUT, "failure-trusted.png") }).catch(() => {});
-    writeFileSync(path.join(OUT, "code-server-trusted.log"), cs.log());
-    cpSync(path.join(cs.userData, "logs"), path.join(OUT, "logs-trusted"), { recursive: true });
-    throw err;
-  } finally {
-    await page.close();
-    cs.stop();
-  }
+  });
 }
 
 async function untrustedScenario(browser) {
@@ -291,14 +302,7 @@ async function untrustedScenario(browser) {
     path.join(ws, ".vscode", "settings.json"),
     JSON.stringify({ "kernelbrain.interpreter": ["/bin/sh", path.join(ws, "evil.sh")], "kernelbrain.importStrategy": "fromEnvironment" }),
   );
-  const cs = await startCodeServer(ws, { trusted: false });
-  const page = await browser.newPage({ viewport: { width: 1500, height: 900 } });
-  try {
-    await load(page, cs.url);
-    await openFile(page, "gelu.py");
-    const panel = await problems(page);
-    await panel.locator(".monaco-list-row", { hasText: /KB1\d\d/ }).first().waitFor({ timeout: 90_000 });
-    check("untrusted: diagnostics appear", true);
+  await withSession(browser, ws, { trusted: false, name: "untrusted", prefix: "untrusted: " }, async (page) => {
     await page.locator(".notification-toast", { hasText: "restricted mode" }).first().waitFor({ timeout: 30_000 });
     check("untrusted: the extension says why there is no lens", true);
     await page.waitForTimeout(5000);
@@ -307,15 +311,7 @@ async function untrustedScenario(browser) {
     check("untrusted: nothing of the workspace imported or run", ran.length === 0, ran.join(", "));
     check("untrusted: the workspace's settings cannot choose the interpreter", !existsSync(marker));
     await page.screenshot({ path: path.join(OUT, "untrusted.png") });
-  } catch (err) {
-    await page.screenshot({ path: path.join(OUT, "failure-untrusted.png") }).catch(() => {});
-    writeFileSync(path.join(OUT, "code-server-untrusted.log"), cs.log());
-    cpSync(path.join(cs.userData, "logs"), path.join(OUT, "logs-untrusted"), { recursive: true });
-    throw err;
-  } finally {
-    await page.close();
-    cs.stop();
-  }
+  });
 }
 
 mkdirSync(OUT, { recursive: true });
