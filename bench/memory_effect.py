@@ -1,12 +1,13 @@
 """What the experience memory saves: a second search of a similar kernel, with and without it.
 
-    python bench/memory_effect.py [--budget 90] [--out FILE.json]
+    python bench/memory_effect.py [--budget 90] [--run M2] [--out FILE.json]
 
 On the CPU (cost-model estimates, the interpreter's harness), seed 0: search the bundled softmax
 draft with an empty memory (it learns); then search a similar kernel (the same draft, other
 shapes) once with that memory and once without. For each second search: when its best first
 reached the first search's best estimate (or, if the two differ, the lower of that and the
-memory-less search's final best), and its time to best. The record is a small JSON for
+memory-less search's final best), with how many candidates it had compiled by then (its work,
+whatever the machine's load), and its time to best. The record is a small JSON for
 bench/results (BENCHMARKS.md's memory table).
 """
 
@@ -65,12 +66,23 @@ def search(ws: Path, budget: float, memory_dir: Path | None):
     )
 
 
-def reached(result, threshold: float) -> float | None:
-    """Seconds until the search's best first reached `threshold`."""
+def reached(result, threshold: float):
+    """The trajectory point where the search's best first reached `threshold` (None: never)."""
     for p in result.trajectory:
         if p.outcome == "verified" and p.speedup is not None and p.speedup >= threshold:
-            return p.t
+            return p
     return None
+
+
+def second(result, threshold: float) -> dict:
+    point = reached(result, threshold)
+    return {
+        "reached_s": point.t if point else None,
+        "compiled_by_then": point.compiled if point else None,
+        "best": best(result),
+        "time_to_best_s": result.time_to_best_s,
+        "best_origin": next((v.origin for v in result.variants if v.id == result.best), None),
+    }
 
 
 def best(result) -> float:
@@ -80,6 +92,7 @@ def best(result) -> float:
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--budget", type=float, default=90.0)
+    ap.add_argument("--run", default="M2")
     ap.add_argument("--out", type=Path)
     args = ap.parse_args()
     memory_dir = Path(tempfile.mkdtemp(prefix="kb-memory-"))
@@ -91,30 +104,19 @@ def main() -> int:
     threshold = min(best(first), best(without)) * 0.99
     row = {
         "kind": "memory",
-        "run": "M1",
+        "run": args.run,
         "date": time.strftime("%Y-%m-%d"),
         "op": "softmax (other shapes)",
         "gpu": "none (CPU interpreter, cost-model estimates)",
         "versions": f"python {platform.python_version()}",
-        "command": f"python bench/memory_effect.py --budget {args.budget:g}",
+        "command": f"python bench/memory_effect.py --budget {args.budget:g} --run {args.run}",
         "budget_s": args.budget,
         "first_best": best(first),
+        "first_best_origin": next((v.origin for v in first.variants if v.id == first.best), None),
         "threshold": threshold,
         "remembered_mutators": len(remembered),
-        "with_memory": {
-            "reached_s": reached(with_memory, threshold),
-            "best": best(with_memory),
-            "time_to_best_s": with_memory.time_to_best_s,
-            "best_origin": next(
-                (v.origin for v in with_memory.variants if v.id == with_memory.best), None
-            ),
-        },
-        "without_memory": {
-            "reached_s": reached(without, threshold),
-            "best": best(without),
-            "time_to_best_s": without.time_to_best_s,
-            "best_origin": next((v.origin for v in without.variants if v.id == without.best), None),
-        },
+        "with_memory": second(with_memory, threshold),
+        "without_memory": second(without, threshold),
         "wall_s": round(time.time() - t0, 1),
     }
     on, off = row["with_memory"]["reached_s"], row["without_memory"]["reached_s"]

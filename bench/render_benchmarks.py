@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 from pathlib import Path
 
@@ -119,6 +120,83 @@ def ceiling(case: dict) -> str:
     return f"{fmt(case.get('frac_copy') or None, '.0%')} of copy"
 
 
+def suite_order() -> list[str]:
+    sys.path.insert(0, str(ROOT / "bench"))
+    from run_suite import kernels
+
+    return [name for name, _, _ in kernels()]
+
+
+def suite_table() -> list[str]:
+    """The latest run of the GPU benchmark suite (bench/run_suite.py): every first draft of the
+    examples, the corpus and bench/suite searched under one budget, timed alone by one method."""
+    rows = [json.loads(p.read_text()) for p in sorted(RESULTS.glob("suite-*.json"))]
+    rows = [r for r in rows if r.get("kind") == "suite"]
+    if not rows:
+        return []
+    last = max((r["date"], r["run"]) for r in rows)
+    kernels = [k for k in rows if (k["date"], k["run"]) == last]
+    order = {name: i for i, name in enumerate(suite_order())}
+    kernels.sort(key=lambda k: order.get(k["op"], len(order)))
+    r = {**kernels[0], "kernels": kernels, "budget_s": kernels[0].get("budget_s")}
+    cases = [c for k in r["kernels"] for c in k.get("cases", [])]
+    vs = [c["x_compile"] for c in cases if c.get("x_compile")]
+    geo = math.exp(sum(math.log(v) for v in vs) / len(vs)) if vs else None
+    ahead = sum(1 for v in vs if v >= 1.0)
+    to_best = sorted(k["time_to_best_s"] for k in r["kernels"] if k.get("time_to_best_s"))
+    over = [
+        k["wall_s"] / k["budget_s"] for k in r["kernels"] if k.get("wall_s") and k.get("budget_s")
+    ]
+    out = [
+        f"### The benchmark suite ({len(r['kernels'])} kernels, {fmt(r['budget_s'], '.0f')} s "
+        f"budget each, offline mutators; run {r['run']}, {r['date']})",
+        "",
+        f"Geomean over {len(vs)} cases: {fmt(geo)}× the better torch.compile mode; the best is at "
+        f"least as fast on {ahead} of {len(vs)} cases. Median time to best "
+        f"{fmt(to_best[len(to_best) // 2] if to_best else None, '.0f')} s; the longest search "
+        f"took {fmt(max(over, default=None), '.0%')} of its budget. Plots: "
+        "[against torch.compile](bench/plots/suite-vs-compile.png), "
+        "[fraction of the ceiling](bench/plots/suite-ceiling.png).",
+        "",
+        "| kernel | case | draft µs | best µs | × draft | × eager | × best torch.compile | "
+        "of ceiling | best found by | candidates | wall / budget |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for k in r["kernels"]:
+        if "error" in k:
+            out.append(f"| {k['op']} | – | search failed: {k['error'].splitlines()[-1][:120]} |")
+            continue
+        for i, c in enumerate(k["cases"]):
+            found = (
+                f"{k['best_origin']}, {fmt(k['time_to_best_s'], '.0f')} s"
+                if k.get("best_origin")
+                else "no faster variant"
+            )
+            head = f"{k['op']} | " if i == 0 else " | "
+            tail = (
+                f"{found} | {fmt(k.get('candidates'), 'd')} | "
+                f"{fmt(k['wall_s'], '.0f')} / {fmt(k['budget_s'], '.0f')} s"
+                if i == 0
+                else " | | "
+            )
+            of = (
+                f"{c['of_ceiling']:.0%} of {c['ceiling']}"
+                if c.get("of_ceiling") is not None
+                else "–"
+            )
+            out.append(
+                f"| {head}{c['label'][:48]} | {fmt(c.get('original_alone_us'), '.1f')} | "
+                f"{fmt(c.get('alone_us'), '.1f')} | {fmt(c.get('x_draft'))} | "
+                f"{fmt(c.get('x_eager'))} | {fmt(c.get('x_compile'))} | {of} | {tail} |"
+            )
+    out += [
+        "",
+        f"Machine and versions: {r.get('gpu')}; {r.get('versions')}. Command: `{r['command']}`.",
+        "",
+    ]
+    return out
+
+
 def launcher_table() -> list[str]:
     """Host time a launcher spends per call, by piece (bench/launcher_cost_probe.py)."""
     rows = latest("launcher-cost")
@@ -151,15 +229,19 @@ def memory_table() -> list[str]:
         "### The experience memory: a second search of a similar kernel (CPU, cost-model "
         "estimates)",
         "",
-        "| kernel | first search's best | memory | reached it after | own best | time to own best "
-        "| best made by | run |",
-        "|---|---|---|---|---|---|---|---|",
+        "| kernel | first search's best | memory | reached it after | candidates compiled by then "
+        "| saved | own best | time to own best | best made by | run |",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in rows:
         for label, key in (("on", "with_memory"), ("off", "without_memory")):
             m = r[key]
+            saved = (
+                f"{r['saved']:.0%}" if key == "with_memory" and r.get("saved") is not None else ""
+            )
             out.append(
                 f"| {r['op']} | {fmt(r['first_best'])}× | {label} | {fmt(m['reached_s'], '.0f')} s | "
+                f"{fmt(m.get('compiled_by_then'), 'd')} | {saved} | "
                 f"{fmt(m['best'], '.3f')}× | {fmt(m['time_to_best_s'], '.0f')} s | "
                 f"{m['best_origin']} | {r['run']} ({r['date']}) |"
             )
@@ -227,6 +309,7 @@ def render() -> str:
     tables = "\n".join(
         [
             "",
+            *suite_table(),
             *search_table(),
             *corpus_table(),
             *launcher_table(),

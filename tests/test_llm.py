@@ -94,6 +94,8 @@ def test_a_good_rewrite_is_verified_and_tagged(ws):
     assert first["response_format"]["type"] == "json_schema"
     prompt = first["messages"][-1]["content"]
     assert "gelu_kernel" in prompt and "KB102" in prompt  # the source and the static diagnosis
+    # what the compiler did with the 64-element tile on one warp (KB202: narrow loads)
+    assert "What the compiler did with it (sm_90):\n- KB202" in prompt, prompt
     n = len(llm.requests)  # one a generation, on the best so far
     assert result.budget.spent.llm_tokens == 1500 * n and result.budget.limits.llm_tokens > 0
     assert any(f"LLM (scripted): {n} requests (ok {n})" in note for note in result.notes)
@@ -182,3 +184,30 @@ def test_no_key_is_said_once_and_nothing_is_sent(ws):
         proc = _cli(ws, env, "--json", "--max-candidates", "1", "--budget", "20s")
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert proc.stderr.count("LLM off: no API key") == 1 and not llm.requests
+
+
+def test_the_prompt_carries_the_roofline_and_what_paid_on_similar_kernels():
+    from kernelbrain.engine.evaluate.messages import CaseBench, Ceilings
+    from kernelbrain.engine.llm.prompt import Diagnosis, proposal_messages
+    from kernelbrain.engine.mutate import MutationContext
+    from kernelbrain.engine.profile.measured import roofline
+    from kernelbrain.engine.task import find_task
+
+    ceilings = Ceilings("H200", copy_gbps=4000.0, bf16_tflops=700.0)
+    slow = CaseBench("bfloat16[1048576]", 0.05, 0.01, 50_000_000, None, 1000.0, None, None,
+                     "memory", False)  # fmt: skip
+    tiny = CaseBench("bfloat16[4096]", 0.004, 0.01, 16_384, None, 4.0, None, None,
+                     "memory", False)  # fmt: skip
+    lines = roofline([slow, tiny], ceilings)
+    assert lines[0].startswith("KB301 bfloat16[1048576]: memory-bound at 25%"), lines
+    assert lines[1].startswith("KB303 bfloat16[4096]: latency-bound"), lines
+    task = find_task(EXAMPLES / "ops" / "gelu.py", "gelu_kernel")
+    ctx = MutationContext(task, ORIGINAL)
+    diagnosis = Diagnosis(
+        cases=["bfloat16[1048576]"], measured=True, roofline=lines, past_wins=["config+hints"]
+    )
+    prompt = proposal_messages(ctx, diagnosis)[-1]["content"]
+    assert "Where the original stands (roofline, measured):\n- KB301" in prompt
+    assert "these rewrites made the best variant (the offline mutators' names): config+hints" in prompt
+    bare = proposal_messages(ctx, Diagnosis())[-1]["content"]
+    assert "roofline" not in bare and "similar kernels" not in bare

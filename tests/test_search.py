@@ -823,3 +823,47 @@ def test_the_end_game_verifies_only_what_fits_in_the_budget(pool, tmp_path):
     ledger.rung_seconds["full"] = 2.0 * 15  # a 15 s harness: a candidate and the final fit in 30
     expected = 1.25 * (search.endgame.final_s() + search.endgame.candidate_s())
     assert 9.0 < expected < 30.0 and search.end_reserve_s() == pytest.approx(expected)
+
+
+def test_the_bandit_gives_a_mutator_that_keeps_failing_here_fewer_proposals(pool, tmp_path):
+    """After a generation, quotas follow what paid in this search: the tiling's configurations
+    all ran slower while the zero-fill removal paid, so the next parent gets fewer of them (still
+    a few), and the LLM arm is asked for fewer rewrites when its own did not pay."""
+    from kernelbrain.engine.evaluate.messages import TimingResult
+    from kernelbrain.engine.search.allocation import LLM_ARM, MIN_QUOTA, PROPOSALS_PER_MUTATOR
+    from kernelbrain.engine.search.node import Node
+
+    ws = workspace(tmp_path)
+    task = find_task(ws / "ops" / "matmul.py", "matmul_kernel")
+    search = Search(task, device="cuda:0", budget=Budget(wall_s=60), store=Store(ws), pool=pool)
+    original = open(task.file).read()
+    pop = search.population
+    pop.nodes["original"] = Node("original", original, "original", "", None, outcome="verified")
+    ctx = MutationContext(task, original)
+    mutators = load_mutators()
+    cleaned = next(iter(mutators["launcher-cleanup"].propose(ctx)))
+    configs = list(mutators["config"].propose(ctx))[:8]
+    made = [(f"c{i}", p, 0.9) for i, p in enumerate(configs)]
+    made += [(name, cleaned, 1.06) for name in ("cleaned", "cleaned-2", "cleaned-3")]
+    made += [(f"llm{i}", configs[0], 0.95) for i in range(4)]
+    for name, p, speedup in made:
+        origin = "llm" if name.startswith("llm") else p.origin
+        node = Node(name, p.source, origin, p.description, "original", outcome="verified")
+        node.timing = TimingResult([], speedup, "faster" if speedup > 1 else "slower")
+        pop.nodes[name] = node
+
+    def config_proposals() -> int:
+        parent = pop.nodes["cleaned"]
+        parent.expanded = False
+        fresh = search.propose([parent])
+        for n in fresh:  # proposed, not run: leave the population as it was
+            pop.nodes.pop(n.id, None)
+        return sum(1 for n in fresh if n.chain.last == "config")
+
+    assert search.allocation.quota("config") == PROPOSALS_PER_MUTATOR
+    before = config_proposals()
+    search.allocation.observe(search._tallies())
+    after = config_proposals()
+    assert before == PROPOSALS_PER_MUTATOR and MIN_QUOTA <= after < before, (before, after)
+    assert search.allocation.quota("launcher-cleanup") == PROPOSALS_PER_MUTATOR
+    assert search.allocation.quota(LLM_ARM, 4) < 4

@@ -48,6 +48,7 @@ class TrajectoryPoint(msgspec.Struct):
     speedup: float | None
     best: float  # best verified speedup so far (1.0 = the original)
     gpu_s: float = 0.0  # GPU seconds spent so far
+    compiled: int = 0  # candidates compiled so far: the search's work, whatever the machine's load
 
 
 class CandidateCounts(msgspec.Struct):

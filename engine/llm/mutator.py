@@ -146,14 +146,16 @@ class LLMMutator:
         source = scrub(rewrite.source, limit=len(rewrite.source) + 1)
         return Mutation(source, ORIGIN, scrub(rewrite.rationale.strip(), 600) or "an LLM rewrite")
 
-    def propose(self, ctx, diagnosis: Diagnosis, left_s: float) -> tuple[list[Mutation], list[str]]:
-        """Up to `proposals_per_generation` rewrites of `ctx.source`, asked for concurrently;
-        and why the others failed (for the search's notes)."""
+    def propose(
+        self, ctx, diagnosis: Diagnosis, left_s: float, count: int | None = None
+    ) -> tuple[list[Mutation], list[str]]:
+        """Up to `count` (default `proposals_per_generation`) rewrites of `ctx.source`, asked
+        for concurrently; and why the others failed (for the search's notes)."""
         if not self.available:
             return [], []
         messages = proposal_messages(ctx, diagnosis)
-        n = self.settings.proposals_per_generation
-        return self._gather([messages] * n, left_s)
+        n = self.settings.proposals_per_generation if count is None else count
+        return self._gather([messages] * max(0, n), left_s)
 
     def repair(
         self, ctx, rationale: str, failure: str, left_s: float

@@ -2,8 +2,10 @@
 
 One focused change per proposal, so that a failure teaches something. The model sees the
 module as it stands (the parent candidate), the kernel and entry names it must keep, the
-harness's cases and tolerances, the static findings on the source, the best so far, and what
-was already tried with how it ended. Every piece of workspace text that goes in is scrubbed of
+harness's cases and tolerances, the static findings on the source, what the compiler did with
+it (KB2xx), where the original stands on the roofline (KB3xx, when measured), what made the best
+variants of similar kernels before (the experience memory), the best so far, and what was
+already tried with how it ended. Every piece of workspace text that goes in is scrubbed of
 secrets and cut to size: the workspace is untrusted, and the endpoint is someone else's server.
 """
 
@@ -43,6 +45,9 @@ class Diagnosis:
     best_description: str = ""
     tried: list[tuple[str, str]] = field(default_factory=list)  # (what changed, how it ended)
     notes: list[str] = field(default_factory=list)
+    compiled: list[str] = field(default_factory=list)  # KB2xx on the module shown
+    roofline: list[str] = field(default_factory=list)  # per case: the original's place (KB3xx)
+    past_wins: list[str] = field(default_factory=list)  # chains that paid on similar kernels
 
 
 def _scrubbed(text: str, limit: int) -> str:
@@ -71,6 +76,21 @@ def proposal_messages(ctx, diagnosis: Diagnosis) -> list[dict]:
         )
     if findings:
         parts.append("Static analysis of the module below:\n" + "\n".join(findings))
+    if diagnosis.compiled:
+        parts.append(
+            "What the compiler did with it (sm_90):\n"
+            + "\n".join(f"- {_scrubbed(f, 400)}" for f in diagnosis.compiled[:8])
+        )
+    if diagnosis.roofline:
+        parts.append(
+            "Where the original stands (roofline, measured):\n"
+            + "\n".join(f"- {_scrubbed(f, 300)}" for f in diagnosis.roofline[:8])
+        )
+    if diagnosis.past_wins:
+        parts.append(
+            "On similar kernels searched before, these rewrites made the best variant "
+            "(the offline mutators' names): " + "; ".join(diagnosis.past_wins[:4])
+        )
     if diagnosis.tried:
         tried = "\n".join(
             f"- {_scrubbed(what, 200)}: {_scrubbed(how, FAILURE_LIMIT)}"

@@ -78,6 +78,18 @@ def measured_findings(places: list[RooflinePlace]) -> list[tuple[str, str, str]]
     return out
 
 
+def roofline(cases: list[CaseBench], ceilings: Ceilings) -> list[str]:
+    """Per measured case, its place on the roofline and the KB3xx finding it earns, as a line
+    of the LLM's prompt."""
+    out = []
+    for place in (classify(c, ceilings) for c in cases):
+        finding = measured_findings([place])
+        out.append(
+            f"{finding[0][0]} {finding[0][2]}" if finding else f"{place.label}: {place.summary}"
+        )
+    return out
+
+
 def places_from_result(result) -> list[RooflinePlace]:
     """Roofline places of a measured search's baseline (the kernel as the user has it)."""
     if not result.measured or not result.ceilings:

@@ -27,6 +27,7 @@ from ..evaluate.work_floor import WorkFloor
 from ..index.builder import source_hash
 from ..llm import LLMMutator
 from ..mutate import MutationContext, load_mutators
+from ..profile.measured import roofline
 from ..store import Store, kernel_key
 from ..store.memory import Memory, Outcome, log_gain
 from ..task.spec import Task
@@ -197,6 +198,10 @@ class Search:
                 b = bench(self.pool, self.task, self.device)
             pop.labels = [c.label for c in b.cases]
             pop.baseline_us = [c.median_ms * 1000 for c in b.cases]
+            ceilings = self.ceilings or m.Ceilings(
+                "device model", self.dev.bandwidth_gbps, self.dev.bf16_tflops
+            )
+            pop.roofline = roofline(b.cases, ceilings)
         else:
             pop.labels = [c.label for c in root.spec.cases] if root.spec else []
             pop.baseline_us = list(pop.baseline_est)
@@ -254,36 +259,38 @@ class Search:
         priors = self.memory.priors(family, traits)
         if priors:
             self.allocation = Allocation(priors)
-            self.ledger.notes.append(f"{family} kernel: {self.allocation.describe()}")
+            self.ledger.notes.append(
+                f"{family} kernel: experience of similar kernels: {self.allocation.describe()}"
+            )
         self.seed_chains = self.memory.winning_chains(family, traits)
 
     def _replays(self, seen: set[str]) -> list[Node]:
-        """Once, first: the chains that won on similar kernels, replayed on the original."""
+        """The chains that won on similar kernels, replayed on the original."""
         chains, self.seed_chains = self.seed_chains, []
+        if self.llm_step is not None:
+            self.llm_step.past_wins = list(chains)
         out = []
         for chain in chains:
-            made = replay(chain, self.task, self.original, self.mutators, self.seed)
-            if made is None or candidate_id(made.source) in seen:
-                continue
-            cid = candidate_id(made.source)
-            seen.add(cid)
-            out.append(
-                Node(
-                    cid,
-                    made.source,
-                    made.origin,
-                    made.description,
-                    "original",
-                    t=self.meter.tick().wall_s,
+            for made in replay(chain, self.task, self.original, self.mutators, self.seed):
+                cid = candidate_id(made.source)
+                if cid in seen:
+                    continue
+                seen.add(cid)
+                out.append(
+                    Node(
+                        cid,
+                        made.source,
+                        made.origin,
+                        made.description,
+                        "original",
+                        t=self.meter.tick().wall_s,
+                    )
                 )
-            )
         return out
 
-    def _learn(self) -> None:
-        """Tell the memory what each mutator's candidates did here (a step that made a variant
-        faster than its parent paid)."""
-        if self.memory is None:
-            return
+    def _tallies(self) -> dict[str, Outcome]:
+        """What each mutator's candidates did in this search so far: a step that made a variant
+        faster than its parent paid (the LLM's rewrites count under `llm`)."""
         pop, outcomes = self.population, {}
         for node in pop.nodes.values():
             parent = pop.nodes.get(node.parent or "")
@@ -297,6 +304,13 @@ class Search:
                 o.gain += log_gain(score, base)
             elif node.failure and o.failure is None:
                 o.failure = ":".join(part.strip() for part in node.failure.split(":")[:2])
+        return outcomes
+
+    def _learn(self) -> None:
+        """Tell the memory what each mutator's candidates did here."""
+        if self.memory is None:
+            return
+        pop, outcomes = self.population, self._tallies()
         family, traits = self._features()
         # The winner's chain; for a dispatching best, its best single variant's (a dispatch
         # between shape buckets does not replay on other shapes).
@@ -352,16 +366,26 @@ class Search:
                     )
         proven = pop.proven_steps()
         fresh.sort(key=lambda n: (n.chain.last not in proven, turn[n.id]))  # stable: parents' order
-        fresh = self._replays(seen) + fresh
         if self.llm_step is not None:
             # The LLM's first: they cost tokens already spent, and the compile rung cuts the tail.
             self._emit("rung", "asking the LLM for rewrites")
-            llm = self.llm_step.nodes(parents, pop, self.meter, self.gpu)
+            llm = self.llm_step.nodes(parents, pop, self.meter, self.gpu, self.allocation)
             fresh = llm + [n for n in fresh if n.id not in {m.id for m in llm}]
         return fresh
 
+    def _recall_generation(self) -> None:
+        """Before the first generation, the replayed winners of similar kernels alone through the
+        ladder: verified in the time of one candidate instead of a whole generation's, and
+        expanded by the first generation like any other variant. Mixed into the first generation,
+        they waited for its compile rung and the memory saved nothing (BENCHMARKS.md, memory)."""
+        replayed = self._replays(set(self.population.nodes))
+        if replayed:
+            self._emit("rung", "replaying what won on similar kernels")
+            self.ladder.generation(replayed)
+
     def _generations(self) -> Stop:
         """Generations until a limit, stagnation or exhaustion."""
+        self._recall_generation()
         stagnant = 0
         while True:
             stopped = self.ladder.stopped()
@@ -376,6 +400,7 @@ class Search:
                 continue
             before = selection.Standing.of(self.population)
             self.ladder.generation(fresh)
+            self.allocation.observe(self._tallies())  # the bandit's evidence from this search
             if self.llm_step is not None:
                 self.llm_step.after(fresh)
             # The end game's share, from what candidates have cost so far in this search.

@@ -101,7 +101,14 @@ class Ledger:
         spent = self.meter.tick()
         self.trajectory.append(
             TrajectoryPoint(
-                spent.wall_s, node.id, node.origin, key, score, best, round(spent.gpu_s, 3)
+                spent.wall_s,
+                node.id,
+                node.origin,
+                key,
+                score,
+                best,
+                round(spent.gpu_s, 3),
+                self.counts.per_stage.get("compile", 0),
             )
         )
 

@@ -12,6 +12,8 @@ from ..evaluate.candidate import candidate_id
 from ..llm import LLMMutator
 from ..llm.prompt import Diagnosis
 from ..mutate import MutationContext
+from ..profile.compiled_rules import compiled_findings
+from .allocation import LLM_ARM, Allocation
 from .meter import Meter
 from .node import Node
 from .population import Population
@@ -22,11 +24,20 @@ class LLMStep:
         self.llm, self.task, self.seed, self.notes = llm, task, seed, notes
         self.repairs: dict[str, int] = {}  # node id -> its round of repair (0: a first proposal)
         self._to_repair: list[Node] = []
+        self.past_wins: list[str] = []  # chains that made the best of similar kernels (memory)
 
-    def nodes(self, parents: list[Node], pop: Population, meter: Meter, gpu: bool) -> list[Node]:
-        """This generation's LLM nodes: repairs first, then proposals on the best parent. An LLM
-        source an earlier generation had is dropped; one an offline mutator proposed in this
-        generation too is kept as the LLM's (the caller drops the other)."""
+    def nodes(
+        self,
+        parents: list[Node],
+        pop: Population,
+        meter: Meter,
+        gpu: bool,
+        allocation: Allocation | None = None,
+    ) -> list[Node]:
+        """This generation's LLM nodes: repairs first, then proposals on the best parent, as
+        many as the LLM's share of the bandit (`allocation`) gives out of the per-generation
+        setting. An LLM source an earlier generation had is dropped; one an offline mutator
+        proposed in this generation too is kept as the LLM's (the caller drops the other)."""
         if not self.llm.available:
             return []
         out: list[Node] = []
@@ -46,7 +57,11 @@ class LLMStep:
             return out
         parent = parents[0]
         ctx = MutationContext(self.task, parent.source, seed=self.seed)
-        made, errors = self.llm.propose(ctx, self.diagnosis(pop, gpu), meter.left_s())
+        full = self.llm.settings.proposals_per_generation
+        count = allocation.quota(LLM_ARM, full) if allocation is not None else full
+        made, errors = self.llm.propose(
+            ctx, self.diagnosis(pop, gpu, parent), meter.left_s(), count
+        )
         self._note(errors)
         for mutation in made:
             node = self._node(mutation, parent, meter, seen)
@@ -70,7 +85,9 @@ class LLMStep:
             if node.failure:  # set on rejections only: ranked out or a stone is no fault
                 self._to_repair.append(node)
 
-    def diagnosis(self, pop: Population, gpu: bool) -> Diagnosis:
+    def diagnosis(self, pop: Population, gpu: bool, parent: Node | None = None) -> Diagnosis:
+        """What the prompt says: cases, the best so far, what was tried, the compiler's findings
+        on the module shown (`parent`), the original's roofline places, the memory's wins."""
         best = pop.nodes.get(pop.best_id) if pop.best_id else None
         tried = [
             (n.description, n.failure or n.outcome)
@@ -83,6 +100,9 @@ class LLMStep:
             best_speedup=pop.best_speedup if best is not None else None,
             best_description=best.description if best is not None else "",
             tried=tried,
+            compiled=compiled_lines(parent) if parent is not None else [],
+            roofline=list(pop.roofline),
+            past_wins=list(self.past_wins),
         )
 
     def _node(self, mutation, parent: Node | None, meter: Meter, seen: set[str]) -> Node | None:
@@ -107,3 +127,17 @@ class LLMStep:
             text = f"an LLM proposal failed: {error}"
             if text not in self.notes:
                 self.notes.append(text)
+
+
+def compiled_lines(node: Node) -> list[str]:
+    """The KB2xx findings on a node's compiled specialisations, each code once (its first
+    case's message: the configuration it names shows where it holds)."""
+    seen: dict[str, str] = {}
+    cases = node.spec.cases if node.spec is not None else []
+    for ci, launches in sorted(node.facts.items()):
+        for li, facts in sorted(launches.items()):
+            if ci >= len(cases) or li >= len(cases[ci].launches):
+                continue
+            for code, _, message in compiled_findings(cases[ci].launches[li], facts):
+                seen.setdefault(code, f"{code} ({cases[ci].label}): {message}")
+    return list(seen.values())

@@ -26,6 +26,7 @@ class Population:
         self.labels: list[str] = []
         self.baseline_us: list[float] = []
         self.baseline_est: list[float] = []
+        self.roofline: list[str] = []  # the original's place per case, measured (GPU only)
         self.best_id: str | None = None
         self.best_speedup = 1.0
         self.time_to_best: float | None = None
