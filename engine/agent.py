@@ -66,6 +66,11 @@ def create_agent() -> Agent:
         ls.jobs.api_key = key or None
         return None
 
+    @agent.feature(p.DRAFT_HARNESS)
+    @agent.thread()
+    def draft_harness(ls: Agent, params):
+        return p.pack(ls.jobs.draft_harness(p.unpack(params, p.DraftHarnessRequest)))
+
     @agent.feature(p.COMPILED_VIEW)
     @agent.thread()
     def compiled_view(ls: Agent, params):

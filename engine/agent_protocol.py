@@ -23,6 +23,7 @@ JOB_PROGRESS = "kb/jobProgress"  # agent -> server notification
 JOB_FINISHED = "kb/jobFinished"  # agent -> server notification
 HELLO = "kb/hello"
 API_KEY = "kb/apiKey"  # server -> agent: the LLM key the editor handed over (never logged)
+DRAFT_HARNESS = "kb/draftHarness"  # the LLM drafts a harness, the original is checked against it
 
 
 class Hello(msgspec.Struct):
@@ -48,6 +49,31 @@ class JobRequest(msgspec.Struct):
 
 class ApiKey(msgspec.Struct):
     key: str | None
+
+
+class DraftHarnessRequest(msgspec.Struct):
+    file: str
+    kernel: str
+    device: str = "auto"
+    llm_model: str | None = None
+    llm_base_url: str | None = None
+    llm_max_tokens: int | None = None
+    llm_max_dollars: float | None = None
+
+
+class DraftHarnessResult(msgspec.Struct):
+    """A harness the original passed (`held`), as the texts to write; else why none held."""
+
+    held: bool
+    message: str  # what was checked and the LLM's rationale, or why nothing held (scrubbed)
+    entry: str = ""
+    harness_path: str = ""
+    harness_text: str = ""
+    config_path: str = ""
+    config_text: str = ""
+    created_config: bool = False
+    rounds: int = 0
+    spent: str = ""  # the LLM's tokens and dollars
 
 
 class JobInfo(msgspec.Struct):

@@ -269,9 +269,7 @@ def _cmd_init(args: argparse.Namespace) -> int:
 def _init_with_llm(args: argparse.Namespace, path, kernel: str) -> int:
     """`init --llm`: the LLM drafts the reference and inputs; the original kernel must pass the
     drafted harness (five stages, sandboxed) before anything is written."""
-    from .evaluate.pool import WorkerPool
-    from .evaluate.verify import run_harness
-    from .llm.harness_draft import DraftFailed, draft_harness
+    from .llm.harness_draft import DraftFailed, draft_checked
     from .llm.mutator import LLMMutator
     from .llm.settings import from_environment
     from .task import TaskError
@@ -280,10 +278,7 @@ def _init_with_llm(args: argparse.Namespace, path, kernel: str) -> int:
     llm = LLMMutator(settings, key)
     device = _device(args.device)
     try:
-        with WorkerPool() as pool:
-            draft = draft_harness(
-                path, kernel, llm, lambda task: run_harness(pool, task, None, device)
-            )
+        draft = draft_checked(path, kernel, llm, device)
     except TaskError as exc:
         raise UsageError(str(exc), "harness") from exc
     except DraftFailed as exc:

@@ -12,7 +12,7 @@ import itertools
 import threading
 from typing import Callable
 
-from .agent_protocol import JobInfo, JobRequest
+from .agent_protocol import DraftHarnessRequest, DraftHarnessResult, JobInfo, JobRequest
 from .api.results import SearchEvent, SearchResult
 from .evaluate.devices import resolve_device
 from .evaluate.pool import WorkerPool
@@ -134,6 +134,47 @@ class JobManager:
                 self._running.pop(job.info.device, None)
             self.on_finished(job.info, result)
             self._pump(job.info.device)
+
+    def draft_harness(self, req: DraftHarnessRequest) -> DraftHarnessResult:
+        """The KB003 quick fix with the LLM: a drafted harness the original passes, as texts for
+        the editor to offer as an edit (nothing is written here), or why none held. Runs in the
+        agent's request thread, beside any search: the check is a few small harness runs."""
+        from .evaluate.secrets import scrub
+        from .llm.harness_draft import DraftFailed, draft_checked
+        from .llm.mutator import LLMMutator
+
+        settings, env_key = from_environment(
+            model=req.llm_model,
+            base_url=req.llm_base_url,
+            max_tokens=req.llm_max_tokens,
+            max_dollars=req.llm_max_dollars,
+        )
+        llm = LLMMutator(settings, self.api_key or env_key)
+        try:
+            device = resolve_device(req.device)
+        except ValueError:
+            device = resolve_device("auto")
+        try:
+            draft = draft_checked(req.file, req.kernel, llm, device)
+        except (DraftFailed, TaskError) as exc:
+            return DraftHarnessResult(False, scrub(str(exc), limit=2000), spent=llm.summary())
+        sc = draft.scaffold
+        return DraftHarnessResult(
+            True,
+            scrub(
+                f"drafted by {settings.model} in {draft.rounds} round(s); the original passes it "
+                f"on {draft.checked}. Read it before you trust it: {draft.rationale}",
+                limit=2000,
+            ),
+            sc.entry,
+            str(sc.harness),
+            sc.harness_text,
+            str(sc.config),
+            sc.config_text,
+            sc.created_config,
+            draft.rounds,
+            llm.summary(),
+        )
 
     def cancel(self, job_id: str) -> JobInfo | None:
         job = self.jobs.get(job_id)

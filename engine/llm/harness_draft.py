@@ -172,3 +172,13 @@ def draft_harness(
         )
     finally:
         scratch.unlink(missing_ok=True)
+
+
+def draft_checked(file: str | Path, kernel: str, llm: LLMMutator, device: str) -> Draft:
+    """`draft_harness` with the original checked in a sandboxed worker pool of its own on
+    `device`: what `init --llm` and the editor's KB003 quick fix both run."""
+    from ..evaluate.pool import WorkerPool
+    from ..evaluate.verify import run_harness
+
+    with WorkerPool() as pool:
+        return draft_harness(file, kernel, llm, lambda task: run_harness(pool, task, None, device))

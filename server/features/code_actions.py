@@ -1,4 +1,5 @@
-"""Code actions: "Optimize kernel", one "Apply" per verified variant, and the harness quick fix."""
+"""Code actions: "Optimize kernel", one "Apply" per verified variant, and the harness quick fixes
+(stubs, or with the LLM on, a drafted harness)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from pygls.uris import to_fs_path
 from ..convert import Positions
 from ..shared import NO_HARNESS
 from .code_lens import optimize_command
+from .commands import DRAFT_HARNESS_COMMAND, INIT_HARNESS_COMMAND
 
 OPTIMIZE_KIND = "refactor.kernelbrain.optimize"
 VARIANT_KIND = types.CodeActionKind.RefactorRewrite
@@ -59,11 +61,24 @@ def register(server) -> None:
                         is_preferred=True,
                         command=types.Command(
                             title="Create a task harness",
-                            command="kernelbrain.initHarness",
+                            command=INIT_HARNESS_COMMAND,
                             arguments=[uri, kernel],
                         ),
                     )
                 )
+                if ls.settings.llm and ls.trusted:  # drafting runs the kernel against the draft
+                    actions.append(
+                        types.CodeAction(
+                            title=f"Draft a task harness for `{kernel}` with the LLM",
+                            kind=types.CodeActionKind.QuickFix,
+                            diagnostics=[diag],
+                            command=types.Command(
+                                title="Draft a task harness with the LLM",
+                                command=DRAFT_HARNESS_COMMAND,
+                                arguments=[uri, kernel],
+                            ),
+                        )
+                    )
         line, col = Positions(ls.open_document(uri)).from_client(params.range.start)
         kernel = state.index.kernel_at(line, col)
         if kernel is None or kernel.is_helper:

@@ -22,6 +22,7 @@ from .code_lens import OPTIMIZE_COMMAND
 CANCEL_COMMAND = "kernelbrain.cancel"
 APPLY_COMMAND = "kernelbrain.applyVariant"
 INIT_HARNESS_COMMAND = "kernelbrain.initHarness"
+DRAFT_HARNESS_COMMAND = "kernelbrain.draftHarness"
 
 
 def minimal_edits(old: str, new: str) -> list[types.TextEdit]:
@@ -105,24 +106,15 @@ def register(server) -> None:
             msg = f"KernelBrain: the engine is unavailable: {exc}"
             ls.tell(msg, types.MessageType.Error)
             return {"started": False, "message": msg}
-        token = None
-        caps = ls.client_capabilities.window
-        if caps and caps.work_done_progress:
-            token = f"kernelbrain-{uuid.uuid4().hex[:12]}"
-            try:
-                await ls.work_done_progress.create_async(token)
-                ls.work_done_progress.begin(
-                    token,
-                    types.WorkDoneProgressBegin(
-                        title=f"Optimizing {kernel}",
-                        cancellable=True,
-                        percentage=0,
-                        message="queued" if info.state == "queued" else "starting",
-                    ),
-                )
-                ls.token_jobs[token] = info.id
-            except Exception:
-                token = None
+        token = await begin_progress(
+            ls,
+            f"Optimizing {kernel}",
+            cancellable=True,
+            percentage=0,
+            message="queued" if info.state == "queued" else "starting",
+        )
+        if token is not None:
+            ls.token_jobs[token] = info.id
         ls.jobs[info.id] = RunningJob(info, uri, kernel, token)
         ls.refresh_lenses()
         return {
@@ -196,60 +188,133 @@ def register(server) -> None:
             msg = f"KernelBrain cannot scaffold a harness for `{kernel}`: {exc}"
             ls.tell(msg, types.MessageType.Warning)
             return {"applied": False, "reason": msg}
-        changes: list = [
-            types.CreateFile(uri=from_fs_path(str(sc.harness))),
-            types.TextDocumentEdit(
-                text_document=types.OptionalVersionedTextDocumentIdentifier(
-                    uri=from_fs_path(str(sc.harness)), version=None
-                ),
-                edits=[
-                    types.TextEdit(
-                        range=types.Range(
-                            start=types.Position(line=0, character=0),
-                            end=types.Position(line=0, character=0),
-                        ),
-                        new_text=sc.harness_text,
-                    )
-                ],
-            ),
-        ]
-        config_uri = from_fs_path(str(sc.config))
-        if sc.created_config:
-            changes.append(types.CreateFile(uri=config_uri))
-            old = ""
-        else:
-            old = sc.config.read_text(encoding="utf-8")
-        changes.append(
-            types.TextDocumentEdit(
-                text_document=types.OptionalVersionedTextDocumentIdentifier(
-                    uri=config_uri, version=None
-                ),
-                edits=minimal_edits(old, sc.config_text)
-                if old
-                else [
-                    types.TextEdit(
-                        range=types.Range(
-                            start=types.Position(line=0, character=0),
-                            end=types.Position(line=0, character=0),
-                        ),
-                        new_text=sc.config_text,
-                    )
-                ],
-            )
+        applied = await apply_harness(
+            ls, kernel, sc.harness, sc.harness_text, sc.config, sc.config_text, sc.created_config
         )
-        result = await ls.workspace_apply_edit_async(
-            types.ApplyWorkspaceEditParams(
-                edit=types.WorkspaceEdit(document_changes=changes),
-                label=f"KernelBrain: harness for {kernel}",
-            )
-        )
-        applied = bool(result and result.applied)
         if applied:
             ls.tell(
                 f"KernelBrain: created a harness for `{kernel}` in {sc.harness.name}: fill in the reference and "
                 "the input functions, then run Optimize."
             )
         return {"applied": applied, "harness": str(sc.harness), "config": str(sc.config)}
+
+    @server.command(DRAFT_HARNESS_COMMAND)
+    async def draft_harness(ls, *args):
+        """KB003's quick fix with the LLM: the engine has the LLM draft the reference and inputs
+        and checks the original against them (sandboxed); a harness that holds is offered as the
+        same workspace edit `initHarness` makes, with work-done progress while it drafts."""
+        uri, kernel = (list(args) + [None, None])[:2]
+        expect(uri, str, "kernelbrain.draftHarness's uri")
+        expect(kernel, str, "kernelbrain.draftHarness's kernel")
+        untrusted = ls.require_trust("drafting a harness")
+        if untrusted is not None:
+            ls.tell(untrusted, types.MessageType.Warning)
+            return {"applied": False, "reason": untrusted}
+        s = ls.settings
+        request = p.DraftHarnessRequest(
+            to_fs_path(uri),
+            kernel,
+            s.device,
+            s.llm_model,
+            s.llm_endpoint,
+            s.llm_max_tokens,
+            s.llm_max_dollars,
+        )
+        token = await begin_progress(ls, f"Drafting a harness for {kernel} with the LLM")
+        try:
+            draft = await ls.engine.request(p.DRAFT_HARNESS, request, p.DraftHarnessResult)
+        except EngineUnavailable as exc:
+            draft = p.DraftHarnessResult(False, f"the engine is unavailable: {exc}")
+        finally:
+            if token is not None:
+                ls.work_done_progress.end(token, types.WorkDoneProgressEnd())
+        if draft is None or not draft.held:
+            why = draft.message if draft is not None else "no answer from the engine"
+            msg = (
+                f"KernelBrain: no drafted harness for `{kernel}` held: {why}. The quick fix "
+                "`Create a task harness` writes stubs to fill in by hand."
+            )
+            ls.tell(msg, types.MessageType.Warning)
+            return {"applied": False, "reason": msg, "spent": draft.spent if draft else ""}
+        applied = await apply_harness(
+            ls,
+            kernel,
+            Path(draft.harness_path),
+            draft.harness_text,
+            Path(draft.config_path),
+            draft.config_text,
+            draft.created_config,
+        )
+        if applied:
+            ls.tell(
+                f"KernelBrain: a harness for `{kernel}` in {Path(draft.harness_path).name}, {draft.message}"
+            )
+        return {
+            "applied": applied,
+            "harness": draft.harness_path,
+            "rounds": draft.rounds,
+            "spent": draft.spent,
+        }
+
+
+async def begin_progress(ls, title: str, **begin) -> str | None:
+    """Work-done progress the client shows while a long request runs (None: it cannot)."""
+    caps = ls.client_capabilities.window
+    if not (caps and caps.work_done_progress):
+        return None
+    token = f"kernelbrain-{uuid.uuid4().hex[:12]}"
+    try:
+        await ls.work_done_progress.create_async(token)
+        ls.work_done_progress.begin(token, types.WorkDoneProgressBegin(title=title, **begin))
+    except Exception:
+        return None
+    return token
+
+
+def _insert_all(text: str) -> list[types.TextEdit]:
+    start = types.Position(line=0, character=0)
+    return [types.TextEdit(range=types.Range(start=start, end=start), new_text=text)]
+
+
+async def apply_harness(
+    ls,
+    kernel: str,
+    harness: Path,
+    harness_text: str,
+    config: Path,
+    config_text: str,
+    created_config: bool,
+) -> bool:
+    """A harness module created and the config entry added, as one workspace edit the user can
+    undo: the editor writes, not the server."""
+    harness_uri, config_uri = from_fs_path(str(harness)), from_fs_path(str(config))
+    changes: list = [
+        types.CreateFile(uri=harness_uri),
+        types.TextDocumentEdit(
+            text_document=types.OptionalVersionedTextDocumentIdentifier(
+                uri=harness_uri, version=None
+            ),
+            edits=_insert_all(harness_text),
+        ),
+    ]
+    old = "" if created_config else config.read_text(encoding="utf-8")
+    if created_config:
+        changes.append(types.CreateFile(uri=config_uri))
+    changes.append(
+        types.TextDocumentEdit(
+            text_document=types.OptionalVersionedTextDocumentIdentifier(
+                uri=config_uri, version=None
+            ),
+            edits=minimal_edits(old, config_text) if old else _insert_all(config_text),
+        )
+    )
+    result = await ls.workspace_apply_edit_async(
+        types.ApplyWorkspaceEditParams(
+            edit=types.WorkspaceEdit(document_changes=changes),
+            label=f"KernelBrain: harness for {kernel}",
+        )
+    )
+    return bool(result and result.applied)
 
 
 async def cancel_job(ls, job_id: str | None) -> dict:

@@ -69,6 +69,7 @@ def request(rng: random.Random, uri: str, kernel: str) -> tuple[str, object]:
                 "kernelbrain.applyVariant",
                 "kernelbrain.cancel",
                 "kernelbrain.initHarness",
+                "kernelbrain.draftHarness",
                 "kernelbrain.nosuchcommand",
             ]
         )

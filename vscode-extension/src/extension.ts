@@ -228,6 +228,9 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
   register("kernelbrain.scaffoldHarness", (...args: unknown[]) =>
     withKernel(args, async (uri, kernel) => vscode.commands.executeCommand("kernelbrain.initHarness", uri, kernel)),
   );
+  register("kernelbrain.draftHarnessWithLLM", (...args: unknown[]) =>
+    withKernel(args, async (uri, kernel) => vscode.commands.executeCommand("kernelbrain.draftHarness", uri, kernel)),
+  );
   register("kernelbrain.showLogs", () => log.show());
   register("kernelbrain.restartServer", () => server.restart());
   register("kernelbrain.setApiKey", async () => {
