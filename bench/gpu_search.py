@@ -307,6 +307,61 @@ def targets(args) -> list[tuple[str, object]]:
     ]
 
 
+def measure(op: str, target, args, pool, ce, dev) -> dict:
+    """One kernel: its search on the GPU, then the torch baselines and the best and the original
+    timed alone, summarised (an error becomes the row's `error`); printed as it goes."""
+    t0 = time.time()
+    try:
+        result, quick, task = search(
+            target,
+            args.budget,
+            pool,
+            dev,
+            ceilings=ce,
+            max_candidates=args.max_candidates,
+            compile_workers=args.compile_workers,
+        )
+        modes = ["default"] + [m for m in args.compile_modes.split(",") if m != "default"]
+        torch_times = torch_baselines(task, modes)
+        best = next((v for v in result.variants if v.id == result.best), None)
+        try:
+            alone = time_alone(task, best.source) if best else []
+            original_alone = time_alone(task, result.original)
+        except Exception:  # the search's record matters more than this extra figure
+            alone, original_alone = [], []
+            result.notes.append("timing the best alone failed: " + traceback.format_exc()[-1500:])
+        row = summarize(op, result, ce, torch_times, quick, alone, original_alone)
+    except Exception:
+        row = {"op": op, "error": traceback.format_exc()[-3000:]}
+        print(row["error"], flush=True)
+    row["measure_s"] = round(time.time() - t0, 1)  # search, baselines and timings
+    if "cases" in row:
+        print(
+            f"== {op}: best {row.get('best_speedup', 1):.3f}x ({row.get('best_origin', '-')}) "
+            f"time-to-best {row['time_to_best_s']}s, gpu {row['spent']['gpu_s']:.0f}s, "
+            f"stopped {row['stopped']}, spearman {row['spearman']} (n={row['n_rank_pairs']}), quick-rung "
+            f"spearman {row['quick_spearman']} (n={len(row['quick_candidates'])}) "
+            f"[{time.time() - t0:.0f}s]",
+            flush=True,
+        )
+        for c in row["cases"]:
+            extra = (
+                f" {c['tflops']:.0f} TFLOP/s, {c['frac_cublas']:.2f}x cuBLAS"
+                if c.get("tflops") and c.get("frac_cublas")
+                else ""
+            )
+            print(
+                f"   {c['label']:42s} {c['baseline_us']:9.1f} -> {c['best_us']:9.1f} us (A/B), "
+                f"{c['alone_us']:.1f} us alone: {c['gbps']:6.0f} GB/s = {c['frac_copy']:.1%} of copy "
+                f"(A/B {c['ab_frac_copy']:.1%}); torch.compile {c['compile_us']:.1f} us "
+                f"({c['vs_compile']:.2f}x), max-autotune {c.get('max_autotune_us', 0):.1f} us "
+                f"({c.get('vs_max_autotune', 0):.2f}x), original alone "
+                f"{c.get('original_alone_us', 0):.1f} us{extra}",
+                flush=True,
+            )
+    return row
+
+
 def fresh_cache_pool(tag: str) -> WorkerPool:
     """Workers started from here on compile into a new, empty Triton cache."""
     os.environ["TRITON_CACHE_DIR"] = tempfile.mkdtemp(prefix=f"kb-triton-{tag}-")
@@ -351,58 +406,8 @@ def main() -> int:
             f"ceilings: copy {ce.copy_gbps:.0f} GB/s, bf16 {ce.bf16_tflops:.0f} TFLOP/s", flush=True
         )
         for op, target in targets(args):
-            t0 = time.time()
-            try:
-                result, quick, task = search(
-                    target,
-                    args.budget,
-                    pool,
-                    dev,
-                    ceilings=ce,
-                    max_candidates=args.max_candidates,
-                    compile_workers=args.compile_workers,
-                )
-                modes = ["default"] + [m for m in args.compile_modes.split(",") if m != "default"]
-                torch_times = torch_baselines(task, modes)
-                best = next((v for v in result.variants if v.id == result.best), None)
-                try:
-                    alone = time_alone(task, best.source) if best else []
-                    original_alone = time_alone(task, result.original)
-                except Exception:  # the search's record matters more than this extra figure
-                    alone, original_alone = [], []
-                    result.notes.append(
-                        "timing the best alone failed: " + traceback.format_exc()[-1500:]
-                    )
-                row = summarize(op, result, ce, torch_times, quick, alone, original_alone)
-            except Exception:
-                row = {"op": op, "error": traceback.format_exc()[-3000:]}
-                print(row["error"], flush=True)
-            rows.append(row)
+            rows.append(measure(op, target, args, pool, ce, dev))
             (args.out / "search.json").write_text(json.dumps(rows, indent=1))
-            if "cases" in row:
-                print(
-                    f"== {op}: best {row.get('best_speedup', 1):.3f}x ({row.get('best_origin', '-')}) "
-                    f"time-to-best {row['time_to_best_s']}s, gpu {row['spent']['gpu_s']:.0f}s, "
-                    f"stopped {row['stopped']}, spearman {row['spearman']} (n={row['n_rank_pairs']}), quick-rung "
-                    f"spearman {row['quick_spearman']} (n={len(row['quick_candidates'])}) "
-                    f"[{time.time() - t0:.0f}s]",
-                    flush=True,
-                )
-                for c in row["cases"]:
-                    extra = (
-                        f" {c['tflops']:.0f} TFLOP/s, {c['frac_cublas']:.2f}x cuBLAS"
-                        if c.get("tflops")
-                        else ""
-                    )
-                    print(
-                        f"   {c['label']:42s} {c['baseline_us']:9.1f} -> {c['best_us']:9.1f} us (A/B), "
-                        f"{c['alone_us']:.1f} us alone: {c['gbps']:6.0f} GB/s = {c['frac_copy']:.1%} of copy "
-                        f"(A/B {c['ab_frac_copy']:.1%}); torch.compile {c['compile_us']:.1f} us "
-                        f"({c['vs_compile']:.2f}x), max-autotune {c.get('max_autotune_us', 0):.1f} us "
-                        f"({c.get('vs_max_autotune', 0):.2f}x), original alone "
-                        f"{c.get('original_alone_us', 0):.1f} us{extra}",
-                        flush=True,
-                    )
         for op in [o for o in args.ladder_vs_full.split(",") if o]:
             # Each mode gets fresh workers over an empty Triton cache: otherwise the second search
             # would load the first one's cubins for every candidate they share.

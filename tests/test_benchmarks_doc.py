@@ -29,3 +29,23 @@ def test_every_result_file_is_small_and_says_date_gpu_versions_and_command():
         for key in ("kind", "run", "date", "gpu", "versions", "command", "op"):
             assert record.get(key), (path.name, key)
     assert len((ROOT / "BENCHMARKS.md").read_text().splitlines()) < 400
+
+
+def test_the_suite_covers_its_three_folders_and_shards_split_it_without_overlap():
+    sys.path.insert(0, str(ROOT / "bench"))
+    from run_suite import case_row, kernels, shard
+
+    names = [name for name, _, _ in kernels()]
+    folders = {folder for _, folder, _ in kernels()}
+    assert folders == {"examples", "corpus", "suite"} and len(names) == len(set(names))
+    assert {"attention_fwd_kernel", "rope_kernel", "matmul_bf16_kernel"} <= set(names)
+    parts = [shard(names, f"{i}/4") for i in range(4)]
+    assert sorted(n for p in parts for n in p) == sorted(names)
+    # the better torch.compile mode is the reference; a matmul's ceiling is cuBLAS
+    row = case_row(
+        {"label": "x", "alone_us": 10.0, "original_alone_us": 30.0, "eager_us": 20.0,
+         "compile_us": 12.0, "max_autotune_us": 8.0, "frac_cublas": 0.9},
+        {"copy_gbps": 4000.0, "bf16_tflops": 700.0},
+    )  # fmt: skip
+    assert (row["x_draft"], row["x_eager"], row["x_compile"]) == (3.0, 2.0, 0.8)
+    assert (row["ceiling"], row["of_ceiling"]) == ("cuBLAS", 0.9)
