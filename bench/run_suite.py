@@ -62,8 +62,13 @@ def run(args) -> int:
     from kernelbrain.engine.evaluate.pool import WorkerPool
     from kernelbrain.engine.search.cost_model import DeviceModel
 
-    wanted = set(args.kernels.split(",")) if args.kernels else None
-    chosen = [k for k in kernels() if wanted is None or k[0] in wanted or k[2][2] in wanted]
+    chosen = kernels()
+    if args.kernels:  # these, in this order (a short device session runs the first ones)
+        by_name = {k[0]: k for k in chosen}
+        unknown = [n for n in args.kernels.split(",") if n not in by_name]
+        if unknown:
+            raise SystemExit(f"not in the suite: {', '.join(unknown)} (see `run_suite.py list`)")
+        chosen = [by_name[n] for n in args.kernels.split(",")]
     chosen = shard(chosen, args.shard)
     args.out.mkdir(parents=True, exist_ok=True)
     opts = argparse.Namespace(
