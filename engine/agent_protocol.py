@@ -31,6 +31,21 @@ class Hello(msgspec.Struct):
     version: str
 
 
+class LLMOptions(msgspec.Struct):
+    """Where and how the LLM is asked, as the editor's settings say; None: the engine's
+    environment, else the default (`llm.settings.from_environment`). The key travels apart
+    (`ApiKey`)."""
+
+    model: str | None = None
+    base_url: str | None = None
+    max_tokens: int | None = None
+    max_dollars: float | None = None
+    temperature: float | None = None
+    concurrency: int | None = None
+    timeout_s: float | None = None
+    max_repairs: int | None = None
+
+
 class JobRequest(msgspec.Struct):
     file: str
     kernel: str
@@ -38,12 +53,8 @@ class JobRequest(msgspec.Struct):
     max_candidates: int | None = EDITOR_MAX_CANDIDATES
     device: str = "auto"
     seed: int = 0
-    # The LLM mutator: on or off, and where and how much (the key travels apart: `ApiKey`).
-    llm: bool = False
-    llm_model: str | None = None
-    llm_base_url: str | None = None
-    llm_max_tokens: int | None = None
-    llm_max_dollars: float | None = None
+    llm: bool = False  # the LLM mutator on or off
+    llm_options: LLMOptions = msgspec.field(default_factory=LLMOptions)
     memory: bool | None = None  # the experience memory (None: on unless KERNELBRAIN_MEMORY=off)
 
 
@@ -55,10 +66,7 @@ class DraftHarnessRequest(msgspec.Struct):
     file: str
     kernel: str
     device: str = "auto"
-    llm_model: str | None = None
-    llm_base_url: str | None = None
-    llm_max_tokens: int | None = None
-    llm_max_dollars: float | None = None
+    llm_options: LLMOptions = msgspec.field(default_factory=LLMOptions)
 
 
 class DraftHarnessResult(msgspec.Struct):

@@ -271,10 +271,9 @@ def _init_with_llm(args: argparse.Namespace, path, kernel: str) -> int:
     drafted harness (five stages, sandboxed) before anything is written."""
     from .llm.harness_draft import DraftFailed, draft_checked
     from .llm.mutator import LLMMutator
-    from .llm.settings import from_environment
     from .task import TaskError
 
-    settings, key = from_environment(model=args.llm_model, base_url=args.llm_base_url)
+    settings, key = _llm_settings(args)
     llm = LLMMutator(settings, key)
     device = _device(args.device)
     try:
@@ -331,13 +330,8 @@ def _cmd_optimize(args: argparse.Namespace) -> int:
     )
     llm_key = None
     if args.llm:
-        from .llm.settings import from_environment
-
-        request.llm, llm_key = from_environment(
-            model=args.llm_model,
-            base_url=args.llm_base_url,
-            max_tokens=args.llm_tokens,
-            max_dollars=args.llm_dollars,
+        request.llm, llm_key = _llm_settings(
+            args, max_tokens=args.llm_tokens, max_dollars=args.llm_dollars
         )
     outcome = _run_search(request, task, quiet=args.json, llm_key=llm_key)
     for note in outcome.notes:
@@ -437,6 +431,52 @@ def _plugin_commands(sub) -> None:
             print(f"kernelbrain: command {ep.name!r} is unavailable: {exc}", file=sys.stderr)
 
 
+def _add_llm_flags(p: argparse.ArgumentParser) -> None:
+    """How the LLM is reached and asked (defaults: the environment, README "LLM")."""
+    p.add_argument("--llm-model", default=None, help="model name (default: KERNELBRAIN_LLM_MODEL)")
+    p.add_argument("--llm-base-url", default=None, help="endpoint base URL (default: from env)")
+    p.add_argument("--llm-temperature", type=float, default=None, help="sampling temperature (0.7)")
+    p.add_argument("--llm-concurrency", type=int, default=None, help="requests at once (2)")
+    p.add_argument(
+        "--llm-timeout", type=float, default=None, help="seconds per request, retries apart (90)"
+    )
+    p.add_argument(
+        "--llm-repairs", type=int, default=None, help="rounds of feeding an error back (2)"
+    )
+    p.add_argument(
+        "--llm-price",
+        metavar="IN,OUT",
+        default=None,
+        help="the model's dollars per million input and output tokens (for --llm-dollars)",
+    )
+
+
+def _llm_settings(args: argparse.Namespace, **more):
+    """The LLM settings and key from the environment and the flags; a bad value is a usage
+    error naming it."""
+    from .llm.settings import from_environment
+
+    price = None
+    if args.llm_price is not None:
+        try:
+            price = tuple(float(x) for x in args.llm_price.split(","))
+        except ValueError as exc:
+            raise UsageError(f"--llm-price wants IN,OUT dollars, got {args.llm_price!r}") from exc
+    try:
+        return from_environment(
+            price=price,
+            model=args.llm_model,
+            base_url=args.llm_base_url,
+            temperature=args.llm_temperature,
+            concurrency=args.llm_concurrency,
+            timeout_s=args.llm_timeout,
+            max_repairs=args.llm_repairs,
+            **more,
+        )
+    except ValueError as exc:
+        raise UsageError(str(exc)) from exc
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="kernelbrain", description="Find and verify faster variants of Triton kernels."
@@ -526,8 +566,7 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="have an LLM draft the reference and inputs; written only if the original passes them",
     )
-    p.add_argument("--llm-model", default=None, help="model name (default: KERNELBRAIN_LLM_MODEL)")
-    p.add_argument("--llm-base-url", default=None, help="endpoint base URL (default: from env)")
+    _add_llm_flags(p)
     p.add_argument("--device", default="auto", help="where the drafted harness is checked")
     p.set_defaults(handler=_cmd_init)
 
@@ -560,8 +599,7 @@ def build_parser() -> argparse.ArgumentParser:
     llm.add_argument(
         "--no-llm", dest="llm", action="store_false", help="offline mutators only (default)"
     )
-    p.add_argument("--llm-model", default=None, help="model name (default: KERNELBRAIN_LLM_MODEL)")
-    p.add_argument("--llm-base-url", default=None, help="endpoint base URL (default: from env)")
+    _add_llm_flags(p)
     p.add_argument(
         "--llm-tokens", type=int, default=None, help="LLM tokens this search may spend at most"
     )

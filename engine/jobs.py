@@ -12,6 +12,8 @@ import itertools
 import threading
 from typing import Callable
 
+import msgspec
+
 from .agent_protocol import DraftHarnessRequest, DraftHarnessResult, JobInfo, JobRequest
 from .api.results import SearchEvent, SearchResult
 from .evaluate.devices import resolve_device
@@ -101,12 +103,7 @@ class JobManager:
             )
             key = None
             if req.llm:
-                request.llm, env_key = from_environment(
-                    model=req.llm_model,
-                    base_url=req.llm_base_url,
-                    max_tokens=req.llm_max_tokens,
-                    max_dollars=req.llm_max_dollars,
-                )
+                request.llm, env_key = from_environment(**msgspec.structs.asdict(req.llm_options))
                 key = self.api_key or env_key
             result = optimize(
                 request, on_event=on_event, cancel=job.cancel, pool=job.pool, llm_key=key
@@ -143,12 +140,10 @@ class JobManager:
         from .llm.harness_draft import DraftFailed, draft_checked
         from .llm.mutator import LLMMutator
 
-        settings, env_key = from_environment(
-            model=req.llm_model,
-            base_url=req.llm_base_url,
-            max_tokens=req.llm_max_tokens,
-            max_dollars=req.llm_max_dollars,
-        )
+        try:
+            settings, env_key = from_environment(**msgspec.structs.asdict(req.llm_options))
+        except ValueError as exc:  # a bad KERNELBRAIN_LLM_* in the engine's environment
+            return DraftHarnessResult(False, str(exc))
         llm = LLMMutator(settings, self.api_key or env_key)
         try:
             device = resolve_device(req.device)

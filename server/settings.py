@@ -6,6 +6,7 @@ from typing import Any
 
 import msgspec
 
+from kernelbrain.engine.agent_protocol import LLMOptions
 from kernelbrain.engine.api.budget import DEFAULT_BUDGET, EDITOR_MAX_CANDIDATES, parse_duration
 
 
@@ -34,9 +35,26 @@ class Settings(msgspec.Struct, forbid_unknown_fields=False):
     llm_model: str | None = None
     llm_max_tokens: int = 200_000
     llm_max_dollars: float = 0.5
+    llm_temperature: float = 0.7
+    llm_concurrency: int = 2  # requests at once
+    llm_timeout: float = 90.0  # seconds per request, retries apart
+    llm_max_repairs: int = 2  # rounds of feeding a proposal's error back
     # The experience memory shared across searches and workspaces (~/.cache/kernelbrain); None:
     # the engine's default (on, unless KERNELBRAIN_MEMORY=off in its environment).
     memory: bool | None = None
+
+    def llm_options(self) -> LLMOptions:
+        """The LLM settings as the engine agent takes them."""
+        return LLMOptions(
+            model=self.llm_model,
+            base_url=self.llm_endpoint,
+            max_tokens=self.llm_max_tokens,
+            max_dollars=self.llm_max_dollars,
+            temperature=self.llm_temperature,
+            concurrency=self.llm_concurrency,
+            timeout_s=self.llm_timeout,
+            max_repairs=self.llm_max_repairs,
+        )
 
 
 def _check(settings: Settings) -> None:
@@ -45,6 +63,10 @@ def _check(settings: Settings) -> None:
         raise ValueError("out of range")
     if settings.llm_max_tokens < 0 or settings.llm_max_dollars < 0:
         raise ValueError("a negative LLM budget")
+    if not 0 <= settings.llm_temperature <= 2 or settings.llm_max_repairs < 0:
+        raise ValueError("out of range")
+    if settings.llm_concurrency < 1 or settings.llm_timeout <= 0:
+        raise ValueError("out of range")
     if not (settings.device in ("auto", "cpu", "cuda") or settings.device.startswith("cuda:")):
         raise ValueError(f"unknown device {settings.device!r}")
 

@@ -208,6 +208,30 @@ def test_the_prompt_carries_the_roofline_and_what_paid_on_similar_kernels():
     )
     prompt = proposal_messages(ctx, diagnosis)[-1]["content"]
     assert "Where the original stands (roofline, measured):\n- KB301" in prompt
-    assert "these rewrites made the best variant (the offline mutators' names): config+hints" in prompt
+    assert (
+        "these rewrites made the best variant (the offline mutators' names): config+hints" in prompt
+    )
     bare = proposal_messages(ctx, Diagnosis())[-1]["content"]
     assert "roofline" not in bare and "similar kernels" not in bare
+
+
+def test_llm_settings_come_from_the_environment_then_the_flags_and_bad_values_are_named():
+    from kernelbrain.engine.llm.settings import from_environment
+
+    env = {"KERNELBRAIN_LLM_TEMPERATURE": "0.2", "KERNELBRAIN_LLM_TIMEOUT": "30",
+           "KERNELBRAIN_LLM_PRICES": '{"house-model": [1.0, 3.0]}', "OPENAI_API_KEY": "k"}  # fmt: skip
+    settings, key = from_environment(env, model="house-model", concurrency=4)
+    assert (settings.temperature, settings.timeout_s, settings.concurrency) == (0.2, 30.0, 4)
+    assert settings.price() == (1.0, 3.0) and key == "k"
+    priced, _ = from_environment({}, model="other", price=(2.0, 4.0))
+    assert priced.dollars(1_000_000, 1_000_000) == 6.0
+    with pytest.raises(ValueError, match="temperature"):
+        from_environment({"KERNELBRAIN_LLM_TEMPERATURE": "hot"})
+    with pytest.raises(ValueError, match="concurrency"):
+        from_environment({}, concurrency=0)
+    proc = subprocess.run(
+        [sys.executable, "-m", "kernelbrain.engine.cli", "optimize",
+         str(EXAMPLES / "ops" / "gelu.py") + "::gelu_kernel", "--llm", "--llm-temperature", "3"],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert proc.returncode == 2 and "temperature = 3.0 is out of range" in proc.stderr

@@ -60,16 +60,60 @@ class LLMSettings(msgspec.Struct, kw_only=True):
         return (prompt_tokens * price[0] + completion_tokens * price[1]) / 1e6
 
 
+# Settings the environment may set, by variable (strings are converted to the field's type).
+ENV_SETTINGS = {
+    "KERNELBRAIN_LLM_MODEL": "model",
+    "KERNELBRAIN_LLM_TEMPERATURE": "temperature",
+    "KERNELBRAIN_LLM_CONCURRENCY": "concurrency",
+    "KERNELBRAIN_LLM_TIMEOUT": "timeout_s",
+    "KERNELBRAIN_LLM_MAX_REPAIRS": "max_repairs",
+    "KERNELBRAIN_LLM_MAX_TOKENS": "max_tokens",
+    "KERNELBRAIN_LLM_MAX_DOLLARS": "max_dollars",
+}
+PRICES_VARIABLE = "KERNELBRAIN_LLM_PRICES"  # JSON: {"model": [input, output]} $ per M tokens
+
+
+def validate(settings: LLMSettings) -> None:
+    """Raise ValueError naming the first setting out of range."""
+    for name, ok in (
+        ("temperature", 0 <= settings.temperature <= 2),
+        ("concurrency", settings.concurrency >= 1),
+        ("timeout_s", settings.timeout_s > 0),
+        ("max_repairs", settings.max_repairs >= 0),
+        ("max_tokens", settings.max_tokens >= 0),
+        ("max_dollars", settings.max_dollars >= 0),
+    ):
+        if not ok:
+            raise ValueError(f"LLM setting {name} = {getattr(settings, name)!r} is out of range")
+    for model, price in settings.prices.items():
+        if len(price) != 2 or any(p < 0 for p in price):
+            raise ValueError(f"the price of {model} must be [input, output] dollars >= 0")
+
+
 def from_environment(
-    env: dict[str, str] | None = None, **overrides
+    env: dict[str, str] | None = None,
+    *,
+    price: tuple[float, float] | None = None,
+    **overrides,
 ) -> tuple[LLMSettings, str | None]:
-    """Settings from the environment (and `overrides` that are not None), and the API key."""
+    """Settings from the environment (`ENV_SETTINGS`, `PRICES_VARIABLE`), then `overrides` that
+    are not None, and `price` (input, output dollars per million tokens) for the model chosen;
+    and the API key. A value that does not parse or is out of range raises ValueError."""
     env = os.environ if env is None else env
-    base_url = next((env[v] for v in BASE_URL_VARIABLES if env.get(v)), None)
-    model = env.get("KERNELBRAIN_LLM_MODEL") or DEFAULT_MODEL
-    settings = LLMSettings(model=model, base_url=base_url)
-    for name, value in overrides.items():
-        if value is not None:
-            setattr(settings, name, value)
+    fields: dict = {"base_url": next((env[v] for v in BASE_URL_VARIABLES if env.get(v)), None)}
+    for variable, name in ENV_SETTINGS.items():
+        if env.get(variable):
+            fields[name] = env[variable]
+    fields.update({k: v for k, v in overrides.items() if v is not None})
+    known = dict(DEFAULT_PRICES)
+    try:
+        if env.get(PRICES_VARIABLE):
+            known.update(msgspec.json.decode(env[PRICES_VARIABLE]))
+        settings = msgspec.convert(dict(fields, prices=known), LLMSettings, strict=False)
+    except (msgspec.ValidationError, msgspec.DecodeError) as exc:
+        raise ValueError(f"LLM settings: {exc}") from exc
+    if price is not None:
+        settings.prices[settings.model] = tuple(price)
+    validate(settings)
     key = next((env[v] for v in KEY_VARIABLES if env.get(v)), None)
     return settings, key

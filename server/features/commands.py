@@ -94,10 +94,7 @@ def register(server) -> None:
             s.max_candidates,
             s.device,
             llm=s.llm,
-            llm_model=s.llm_model,
-            llm_base_url=s.llm_endpoint,
-            llm_max_tokens=s.llm_max_tokens,
-            llm_max_dollars=s.llm_max_dollars,
+            llm_options=s.llm_options(),
             memory=s.memory,
         )
         try:
@@ -211,15 +208,7 @@ def register(server) -> None:
             ls.tell(untrusted, types.MessageType.Warning)
             return {"applied": False, "reason": untrusted}
         s = ls.settings
-        request = p.DraftHarnessRequest(
-            to_fs_path(uri),
-            kernel,
-            s.device,
-            s.llm_model,
-            s.llm_endpoint,
-            s.llm_max_tokens,
-            s.llm_max_dollars,
-        )
+        request = p.DraftHarnessRequest(to_fs_path(uri), kernel, s.device, s.llm_options())
         token = await begin_progress(ls, f"Drafting a harness for {kernel} with the LLM")
         try:
             draft = await ls.engine.request(p.DRAFT_HARNESS, request, p.DraftHarnessResult)

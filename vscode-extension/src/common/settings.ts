@@ -25,6 +25,10 @@ export const SERVER_SETTINGS: Record<string, { kind: Kind; default: unknown; min
   llmModel: { kind: "nullableString", default: null },
   llmMaxTokens: { kind: "integer", default: 200000, min: 0 },
   llmMaxDollars: { kind: "number", default: 0.5, min: 0 },
+  llmTemperature: { kind: "number", default: 0.7, min: 0 },
+  llmConcurrency: { kind: "integer", default: 2, min: 1 },
+  llmTimeout: { kind: "number", default: 90, min: 1 },
+  llmMaxRepairs: { kind: "integer", default: 2, min: 0 },
   memory: { kind: "nullableBoolean", default: null },
 };
 
