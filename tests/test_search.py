@@ -797,6 +797,25 @@ def test_the_end_game_verifies_only_what_fits_in_the_budget(pool, tmp_path):
     # has had one; one that does not fit in what the generations have left is not started
     ledger.rung_seconds.update({"baseline": 12.0, "baseline-timing": 2.0})
     assert search.ladder.verify_s() == 14.0 and search.ladder.full_fits()
+    # an autotuned candidate is checked on every configuration: 8 of them cost 8 harnesses
+    from kernelbrain.engine.evaluate import messages as msgs
+
+    def launches(configs: int) -> msgs.SpecializeResult:
+        rec = [
+            msgs.LaunchRecord(
+                "softmax_kernel", (1,), [], 4, 2, {"BLOCK": 64 * i} if configs else {}
+            )
+            for i in range(max(1, configs))
+        ]
+        return msgs.SpecializeResult([msgs.CaseLaunches("c", rec)], "meta")
+
+    from kernelbrain.engine.search.node import Node
+
+    search.population.nodes["original"] = Node("original", "", "original", "", None)
+    search.population.nodes["original"].spec = launches(0)
+    tuned = Node("tuned", "", "autotune", "", "original")
+    tuned.spec = launches(8)
+    assert search.ladder.verify_s(tuned) == 8 * 14.0 and not search.ladder.full_fits(tuned)
     ledger.rung_seconds["baseline"] = 55.0
     assert not search.ladder.full_fits()  # 57 s, with 51 s left at most
     from kernelbrain.engine.search.node import Node
@@ -807,6 +826,7 @@ def test_the_end_game_verifies_only_what_fits_in_the_budget(pool, tmp_path):
     on_cpu.ladder.full([node], force=False)
     assert node.outcome == "not-run" and "full" not in on_cpu.ledger.counts.per_stage
     assert "left unverified" in on_cpu.ledger.notes[-1]
+    search.population.nodes.pop("original")
     for rung, seconds in [("compile", 4), ("smoke", 1), ("quick", 1), ("full", 40), ("timing", 3)]:
         ledger.counts.per_stage[rung] = 2
         ledger.rung_seconds[rung] = 2.0 * seconds
@@ -867,3 +887,32 @@ def test_the_bandit_gives_a_mutator_that_keeps_failing_here_fewer_proposals(pool
     assert before == PROPOSALS_PER_MUTATOR and MIN_QUOTA <= after < before, (before, after)
     assert search.allocation.quota("launcher-cleanup") == PROPOSALS_PER_MUTATOR
     assert search.allocation.quota(LLM_ARM, 4) < 4
+
+
+def test_the_end_game_verifies_the_fastest_candidate_the_generations_had_no_time_for(
+    pool, tmp_path
+):
+    """A candidate timed (here: estimated) faster than the best but left unverified when the
+    generations ran out of time is verified in the time held back; one too slow to matter, or
+    one whose verification would not fit, is left with a note."""
+    ws = workspace(tmp_path)
+    task = find_task(ws / "ops" / "gelu.py", "gelu_kernel")
+    search = Search(task, device="cpu", budget=Budget(wall_s=120), store=Store(ws), pool=pool)
+    search._baseline()
+    original = open(task.file).read()
+    proposal = next(iter(load_mutators()["config"].propose(MutationContext(task, original))))
+    node = search.prepare_variant(proposal.source)
+    node.chain, node.parent, node.outcome = "config", "original", "not-run"
+    node.estimate_us = search.evaluator.estimate(node)
+    search.population.nodes[node.id] = node
+    assert search.population.estimated_speedup(node) > 1.01 and search.population.best_id is None
+    search.meter.release_reserve()
+    search.ledger.rung_seconds["baseline"] = 1e6  # verifying would not fit: a note, no verdict
+    search.endgame.promote()
+    assert (
+        node.outcome == "not-run"
+        and "no time left to verify the fastest" in search.ledger.notes[-1]
+    )
+    search.ledger.rung_seconds["baseline"] = 1.0
+    search.endgame.promote()
+    assert node.outcome == "verified" and search.population.best_id == node.id

@@ -55,24 +55,33 @@ class Ladder:
     def stopped(self) -> Stop | None:
         return CANCELLED if self.cancel.is_set() else self.meter.exhausted()
 
-    def verify_s(self) -> float:
+    def verify_s(self, node: Node | None = None) -> float:
         """Wall seconds one candidate's full harness (and on a GPU its precise timing) takes in
         this search: measured on its candidates, else on the original (its own harness and
-        timing, which ran first), else the planning figure."""
+        timing, which ran first), else the planning figure; for `node`, times its autotune
+        configurations, since the harness runs every one of them on every case."""
         rungs = ("full", "timing") if self.ev.gpu else ("full",)
         measured = self.ledger.seconds_per_candidate(rungs)
-        if measured is not None:
+        if measured is None:
+            original = sum(
+                self.ledger.rung_seconds.get(r, 0.0) for r in ("baseline", "baseline-timing")
+            )
+            measured = original or (VERIFY_S_GPU if self.ev.gpu else VERIFY_S_CPU)
+        if node is None:
             return measured
-        original = sum(
-            self.ledger.rung_seconds.get(r, 0.0) for r in ("baseline", "baseline-timing")
-        )
-        return original or (VERIFY_S_GPU if self.ev.gpu else VERIFY_S_CPU)
+        return measured * autotune_configs(node, self.ev.task.kernel) / self.original_configs
 
-    def full_fits(self) -> bool:
-        """Whether one more full verification fits in what the generations have left (the end
-        game's reserve stays untouched): a harness started just before the limit ran a 60 s
-        H200 search 5% past its budget."""
-        return self.verify_s() <= self.meter.left_s()
+    @property
+    def original_configs(self) -> int:
+        root = self.pop.nodes.get("original")
+        return autotune_configs(root, self.ev.task.kernel) if root is not None else 1
+
+    def full_fits(self, node: Node | None = None) -> bool:
+        """Whether one more full verification (of `node`) fits in what the generations have left
+        (the end game's reserve stays untouched): a harness started just before the limit ran a
+        60 s H200 search 5% past its budget, and an autotuned candidate costed as one
+        configuration ran a 60 s H200 search 54% past it (58 s for its harness)."""
+        return self.verify_s(node) <= self.meter.left_s()
 
     def out_of_time(self, force: bool = False) -> bool:
         """Admitted candidates finish their ladder unless time runs out (or the search is cancelled)."""
@@ -245,12 +254,12 @@ class Ladder:
         """The full harness, then precise timing (GPU) or the estimate (CPU): verified variants."""
         warm = self.ev.prewarm_all(smoked, [s for s in m.STAGES if s != "smoke"])
         for node in smoked:
-            if not force and not self.full_fits():
+            if not force and not self.full_fits(node):
                 node.outcome = "not-run"
                 self.ledger.note_once(
                     "no-time-for-full",
                     f"candidates were left unverified at the end: a full verification takes "
-                    f"about {self.verify_s():.0f} s here, more than the budget had left",
+                    f"about {self.verify_s(node):.0f} s here, more than the budget had left",
                 )
                 continue
             res = self.correctness(node, "full", list(m.STAGES), force, warm)
@@ -273,3 +282,14 @@ class Ladder:
         if self.pop.consider_best(node, self.meter.tick().wall_s):
             kind = "measured" if node.timing is not None else "estimated"
             self.emit("best", f"best so far {self.pop.best_speedup:.2f}x ({kind}): {node.origin}")
+
+
+def autotune_configs(node: Node, kernel: str) -> int:
+    """How many autotune configurations of `kernel` a case launches (the harness checks each of
+    them), from the node's dry run; 1 for a kernel without autotuning or when unknown."""
+    if node.spec is None:
+        return 1
+    counts = [
+        sum(1 for r in c.launches if r.kernel == kernel and r.config) for c in node.spec.cases
+    ]
+    return max(1, max(counts, default=1))
