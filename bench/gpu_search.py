@@ -80,7 +80,9 @@ def _module_and_cases(path: Path, task):
 
 def torch_baselines(task, modes: list[str], rep_ms: float = 200.0) -> dict:
     """PyTorch eager and torch.compile (each mode in `modes`) of the reference, and cuBLAS for a
-    matmul, on the same cases."""
+    matmul, on the same cases. A harness whose reference computes in a wider precision than the
+    kernel (fp32 for a bf16 attention) may define `<entry>_torch`, the same computation as
+    PyTorch would run it in the kernel's precision: that is timed instead (`baseline_fn`)."""
     import torch
 
     mod, cases = _module_and_cases(Path(task.file), task)
@@ -89,8 +91,12 @@ def torch_baselines(task, modes: list[str], rep_ms: float = 200.0) -> dict:
         if Path(task.reference_module) == Path(task.file)
         else _load(Path(task.reference_module), "reference", task.root)
     )
-    ref = getattr(ref_mod, task.reference)
-    out = {"eager_us": [_median_us(lambda: ref(*args), rep_ms) for args in cases]}
+    name = f"{task.entry}_torch" if hasattr(ref_mod, f"{task.entry}_torch") else task.reference
+    ref = getattr(ref_mod, name)
+    out = {
+        "baseline_fn": name,
+        "eager_us": [_median_us(lambda: ref(*args), rep_ms) for args in cases],
+    }
     for mode in modes:
         torch._dynamo.reset()
         compiled = torch.compile(ref) if mode == "default" else torch.compile(ref, mode=mode)

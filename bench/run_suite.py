@@ -95,10 +95,27 @@ CASE_FIELDS = ("label", "baseline_us", "alone_us", "original_alone_us", "eager_u
                "compile_us", "max_autotune_us", "frac_copy", "frac_cublas", "tflops")  # fmt: skip
 
 
-def case_row(c: dict, ceilings: dict) -> dict:
+def torch_function(target: tuple[Path, str, str]) -> str | None:
+    """`<entry>_torch` when the kernel's harness module defines one (gpu_search.torch_baselines
+    times it instead of a reference that computes in a wider precision)."""
+    folder, file, kernel = target
+    tasks = tomllib.loads((folder / "kernelbrain.toml").read_text())["tasks"]
+    entry = next(t["entry"] for t in tasks if t["file"] == file and t["kernel"] == kernel)
+    text = (folder / file).read_text()
+    return f"{entry}_torch" if f"def {entry}_torch(" in text else None
+
+
+def case_row(c: dict, ceilings: dict, like_for_like: bool = True) -> dict:
+    """One case's figures. `like_for_like` false: the torch figures timed a reference that
+    computes in a wider precision than the kernel, so no ratio to them is given."""
     out = {k: c.get(k) for k in CASE_FIELDS}
+    if not like_for_like:
+        for k in ("eager_us", "compile_us", "max_autotune_us"):
+            out[k] = None
     best = c.get("alone_us")
-    compiled = [c[k] for k in ("compile_us", "max_autotune_us") if c.get(k)]
+    compiled = [out[k] for k in ("compile_us", "max_autotune_us") if out.get(k)]
+    if c.get("frac_cublas") and best:  # a matmul: cuBLAS is the best way PyTorch has
+        compiled.append(c["frac_cublas"] * best)
     out["best_compile_us"] = min(compiled) if compiled else None
     for key, ref in (("x_draft", "original_alone_us"), ("x_eager", "eager_us"),
                      ("x_compile", "best_compile_us")):  # fmt: skip
@@ -106,11 +123,23 @@ def case_row(c: dict, ceilings: dict) -> dict:
         out[key] = base / best if base and best else None
     if c.get("frac_cublas") is not None:
         out["ceiling"], out["of_ceiling"] = "cuBLAS", c["frac_cublas"]
-    elif c.get("tflops") and ceilings.get("bf16_tflops"):
-        out["ceiling"], out["of_ceiling"] = "bf16 peak", c["tflops"] / ceilings["bf16_tflops"]
-    else:
-        out["ceiling"], out["of_ceiling"] = "copy", c.get("frac_copy")
+    else:  # the roof the case is nearer: bandwidth, or the bf16 matmul rate for dot kernels
+        compute = (
+            (c.get("tflops") or 0.0) / ceilings["bf16_tflops"]
+            if ceilings.get("bf16_tflops")
+            else 0.0
+        )
+        memory = c.get("frac_copy")
+        if compute > (memory or 0.0):
+            out["ceiling"], out["of_ceiling"] = "bf16 peak", compute
+        else:
+            out["ceiling"], out["of_ceiling"] = "copy", memory
     return out
+
+
+def like_for_like(row: dict, torch_fn: str | None) -> bool:
+    """Whether the row's torch figures timed what PyTorch runs in the kernel's precision."""
+    return torch_fn is None or row.get("torch", {}).get("baseline_fn") == torch_fn
 
 
 def record(args) -> int:
@@ -120,6 +149,7 @@ def record(args) -> int:
             raw.extend(json.loads(path.read_text()))
     env = args.env.read_text().splitlines() if args.env else []
     order = {name: i for i, (name, _, _) in enumerate(kernels())}
+    fair = {name: torch_function(target) for name, _, target in kernels()}
     rows = []
     for r in sorted(raw, key=lambda r: order.get(r.get("op"), len(order))):
         if "cases" not in r:
@@ -137,7 +167,10 @@ def record(args) -> int:
                 "budget_s": r.get("budget_s"),
                 "candidates": spent.get("candidates"),
                 "stopped": r.get("stopped"),
-                "cases": [case_row(c, r.get("ceilings", {})) for c in r["cases"]],
+                "cases": [
+                    case_row(c, r.get("ceilings", {}), like_for_like(r, fair.get(r["op"])))
+                    for c in r["cases"]
+                ],
             }
         )
     head = {

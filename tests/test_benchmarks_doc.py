@@ -33,7 +33,7 @@ def test_every_result_file_is_small_and_says_date_gpu_versions_and_command():
 
 def test_the_suite_covers_its_three_folders_and_shards_split_it_without_overlap():
     sys.path.insert(0, str(ROOT / "bench"))
-    from run_suite import case_row, kernels, shard
+    from run_suite import case_row, kernels, shard, torch_function
 
     names = [name for name, _, _ in kernels()]
     folders = {folder for _, folder, _ in kernels()}
@@ -49,3 +49,12 @@ def test_the_suite_covers_its_three_folders_and_shards_split_it_without_overlap(
     )  # fmt: skip
     assert (row["x_draft"], row["x_eager"], row["x_compile"]) == (3.0, 2.0, 0.8)
     assert (row["ceiling"], row["of_ceiling"]) == ("cuBLAS", 0.9)
+    # cuBLAS counts as PyTorch's best; a reference in wider precision gives no torch ratios
+    fp32 = case_row({"label": "x", "alone_us": 10.0, "compile_us": 30.0, "frac_cublas": 0.5}, {},
+                    like_for_like=False)  # fmt: skip
+    assert fp32["x_compile"] == 0.5 and fp32["x_eager"] is None and fp32["compile_us"] is None
+    bare = case_row({"label": "x", "alone_us": 10.0, "compile_us": 30.0}, {}, like_for_like=False)
+    assert bare["x_compile"] is None
+    suite = {name: target for name, _, target in kernels()}
+    assert torch_function(suite["attention_fwd_kernel"]) == "attention_torch"
+    assert torch_function(suite["gelu_kernel"]) is None

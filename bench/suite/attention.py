@@ -57,6 +57,12 @@ def attention_ref(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Te
     return (p @ v.float()).to(q.dtype)
 
 
+def attention_torch(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+    """What PyTorch runs for this in bf16 (flash attention): the benchmark's baseline, since the
+    reference computes in fp32."""
+    return torch.nn.functional.scaled_dot_product_attention(q, k, v)
+
+
 def _qkv(b, h, s, d, device):
     return tuple(torch.randn(b, h, s, d, device=device, dtype=torch.bfloat16) for _ in range(3))
 

@@ -42,6 +42,12 @@ def matmul_bf16_ref(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     return (a.float() @ b.float()).to(a.dtype)
 
 
+def matmul_bf16_torch(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """What PyTorch runs for this in bf16 (cuBLAS): the benchmark's baseline, since the reference
+    computes in fp32."""
+    return a @ b
+
+
 def matmul_bf16_inputs(device="cuda"):
     shapes = [(4096, 4096, 4096), (8192, 8192, 8192), (4000, 11008, 4096), (128, 128, 128)]
     return [
