@@ -462,16 +462,12 @@ def _llm_settings(args: argparse.Namespace, **more):
             price = tuple(float(x) for x in args.llm_price.split(","))
         except ValueError as exc:
             raise UsageError(f"--llm-price wants IN,OUT dollars, got {args.llm_price!r}") from exc
+    flags = {"model": "llm_model", "base_url": "llm_base_url", "temperature": "llm_temperature",
+             "concurrency": "llm_concurrency", "timeout_s": "llm_timeout",
+             "max_repairs": "llm_repairs"}  # fmt: skip
     try:
         return from_environment(
-            price=price,
-            model=args.llm_model,
-            base_url=args.llm_base_url,
-            temperature=args.llm_temperature,
-            concurrency=args.llm_concurrency,
-            timeout_s=args.llm_timeout,
-            max_repairs=args.llm_repairs,
-            **more,
+            price=price, **{field: getattr(args, flag) for field, flag in flags.items()}, **more
         )
     except ValueError as exc:
         raise UsageError(str(exc)) from exc
