@@ -95,21 +95,21 @@ def torch_baselines(task, modes: list[str], rep_ms: float = 200.0) -> dict:
     ref = getattr(ref_mod, name)
     out = {
         "baseline_fn": name,
-        "eager_us": [_median_us(lambda: ref(*args), rep_ms) for args in cases],
+        "eager_us": [median_us(lambda: ref(*args), rep_ms) for args in cases],
     }
     for mode in modes:
         torch._dynamo.reset()
         compiled = torch.compile(ref) if mode == "default" else torch.compile(ref, mode=mode)
         key = "compile_us" if mode == "default" else f"compile_{mode}_us"
-        out[key] = [_median_us(lambda: compiled(*args), rep_ms) for args in cases]
+        out[key] = [median_us(lambda: compiled(*args), rep_ms) for args in cases]
     if "matmul" in task.kernel:
-        out["cublas_us"] = [_median_us(lambda: a @ b, rep_ms) for a, b, *_ in cases]
+        out["cublas_us"] = [median_us(lambda: a @ b, rep_ms) for a, b, *_ in cases]
     del cases
     torch.cuda.empty_cache()
     return out
 
 
-def _median_us(fn, rep_ms: float) -> float:
+def median_us(fn, rep_ms: float = 200.0) -> float:
     from kernelbrain.engine.evaluate.timing import measure
 
     (t,), _ = measure([fn], rep_ms, captures=1)
@@ -132,7 +132,7 @@ def time_alone(task, source: str, rep_ms: float = 200.0) -> list[float]:
     path.write_text(source)
     mod, cases = _module_and_cases(path, task)
     fn = getattr(mod, task.entry)
-    out = [_median_us(lambda: fn(*args), rep_ms) for args in cases]
+    out = [median_us(lambda: fn(*args), rep_ms) for args in cases]
     del cases
     torch.cuda.empty_cache()
     return out

@@ -184,11 +184,20 @@ def suite_table() -> list[str]:
                 if c.get("of_ceiling") is not None
                 else "–"
             )
+            why = " (launch)" if c.get("why") == "launch" else ""
             out.append(
                 f"| {head}{c['label'][:48]} | {fmt(c.get('original_alone_us'), '.1f')} | "
                 f"{fmt(c.get('alone_us'), '.1f')} | {fmt(c.get('x_draft'))} | "
-                f"{fmt(c.get('x_eager'))} | {fmt(c.get('x_compile'))} | {of} | {tail} |"
+                f"{fmt(c.get('x_eager'))} | {fmt(c.get('x_compile'))}{why} | {of} | {tail} |"
             )
+    floors = [c["launch_floor_us"] for c in cases if c.get("launch_floor_us")]
+    if any(c.get("why") == "launch" for c in cases):
+        out += [
+            "",
+            f"(launch): the case's best runs within 15% of an empty Triton launch "
+            f"({floors[0]:.1f} µs, timed the same way): the launch's fixed cost, not the kernel, "
+            "sets its time, and torch.compile's launcher costs less.",
+        ]
     out += [
         "",
         f"Machine and versions: {r.get('gpu')}; {r.get('versions')}. Command: `{r['command']}`.",

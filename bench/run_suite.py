@@ -34,6 +34,9 @@ FOLDERS = {"examples": ROOT / "examples", "corpus": ROOT / "tests" / "corpus",
            "suite": ROOT / "bench" / "suite"}  # fmt: skip
 COMPILE_MODES = "default,max-autotune-no-cudagraphs"
 PLOTS = ROOT / "bench" / "plots"
+# A case whose best runs within 15% of an empty Triton launch (`launch_floor.py`) is bound by the
+# launch's fixed cost: the table names that as the reason where it trails torch.compile.
+LAUNCH_BOUND = 1.15
 
 
 def kernels() -> list[tuple[str, str, tuple[Path, str, str]]]:
@@ -57,6 +60,7 @@ def shard(items: list, spec: str | None) -> list:
 
 def run(args) -> int:
     import gpu_search
+    from launch_floor import launch_floor_us
 
     from kernelbrain.engine.evaluate.ceilings import CeilingCache
     from kernelbrain.engine.evaluate.pool import WorkerPool
@@ -81,11 +85,16 @@ def run(args) -> int:
     with WorkerPool() as pool:
         ce = CeilingCache().get_or_measure(pool, "cuda:0")
         dev = DeviceModel(bandwidth_gbps=ce.copy_gbps, bf16_tflops=ce.bf16_tflops)
-        print(f"ceilings: copy {ce.copy_gbps:.0f} GB/s, bf16 {ce.bf16_tflops:.0f} TFLOP/s")
+        floor = launch_floor_us(gpu_search.median_us)
+        print(
+            f"ceilings: copy {ce.copy_gbps:.0f} GB/s, bf16 {ce.bf16_tflops:.0f} TFLOP/s; "
+            f"an empty Triton launch {floor:.1f} us"
+        )
         for name, folder, target in chosen:
             row = gpu_search.measure(name, target, opts, pool, ce, dev)
             row["folder"] = folder
             row["ceilings"] = {"copy_gbps": ce.copy_gbps, "bf16_tflops": ce.bf16_tflops}
+            row["launch_floor_us"] = floor
             rows.append(row)
             (args.out / "search.json").write_text(json.dumps(rows, indent=1))
     return 0
@@ -105,9 +114,13 @@ def torch_function(target: tuple[Path, str, str]) -> str | None:
     return f"{entry}_torch" if f"def {entry}_torch(" in text else None
 
 
-def case_row(c: dict, ceilings: dict, like_for_like: bool = True) -> dict:
+def case_row(
+    c: dict, ceilings: dict, like_for_like: bool = True, launch_floor_us: float | None = None
+) -> dict:
     """One case's figures. `like_for_like` false: the torch figures timed a reference that
-    computes in a wider precision than the kernel, so no ratio to them is given."""
+    computes in a wider precision than the kernel, so no ratio to them is given. `why`: the
+    measured reason a case trails the better torch.compile mode, where there is one (the
+    launch: `LAUNCH_BOUND`)."""
     out = {k: c.get(k) for k in CASE_FIELDS}
     if not like_for_like:
         for k in ("eager_us", "compile_us", "max_autotune_us"):
@@ -134,6 +147,15 @@ def case_row(c: dict, ceilings: dict, like_for_like: bool = True) -> dict:
             out["ceiling"], out["of_ceiling"] = "bf16 peak", compute
         else:
             out["ceiling"], out["of_ceiling"] = "copy", memory
+    out["launch_floor_us"] = launch_floor_us
+    out["why"] = (
+        "launch"
+        if launch_floor_us
+        and best
+        and (out["x_compile"] or 1.0) < 1.0
+        and best <= LAUNCH_BOUND * launch_floor_us
+        else None
+    )
     return out
 
 
@@ -168,7 +190,12 @@ def record(args) -> int:
                 "candidates": spent.get("candidates"),
                 "stopped": r.get("stopped"),
                 "cases": [
-                    case_row(c, r.get("ceilings", {}), like_for_like(r, fair.get(r["op"])))
+                    case_row(
+                        c,
+                        r.get("ceilings", {}),
+                        like_for_like(r, fair.get(r["op"])),
+                        r.get("launch_floor_us"),
+                    )
                     for c in r["cases"]
                 ],
             }

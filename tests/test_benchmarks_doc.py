@@ -55,6 +55,12 @@ def test_the_suite_covers_its_three_folders_and_shards_split_it_without_overlap(
     assert fp32["x_compile"] == 0.5 and fp32["x_eager"] is None and fp32["compile_us"] is None
     bare = case_row({"label": "x", "alone_us": 10.0, "compile_us": 30.0}, {}, like_for_like=False)
     assert bare["x_compile"] is None
+    # a case that trails torch.compile within 15% of an empty launch is named launch-bound
+    near = {"label": "x", "alone_us": 5.2, "compile_us": 4.5}
+    assert case_row(near, {}, launch_floor_us=4.8)["why"] == "launch"
+    assert case_row(near, {}, launch_floor_us=3.0)["why"] is None  # the kernel has room
+    assert case_row({**near, "compile_us": 6.0}, {}, launch_floor_us=4.8)["why"] is None  # ahead
+    assert case_row(near, {})["why"] is None  # no floor measured
     suite = {name: target for name, _, target in kernels()}
     assert torch_function(suite["attention_fwd_kernel"]) == "attention_torch"
     assert torch_function(suite["gelu_kernel"]) is None
