@@ -405,6 +405,16 @@ def test_unmasked_interior_drops_only_the_bounds_test_and_only_where_it_can_prov
     assert "tl.store(x_ptr + offs, x * 2)" in interior
     assert tail.count("mask=keep") == 3  # the last block keeps every mask
     assert propose("unmasked-interior", task, p.source) == []  # nothing left to split
+    inline = kernel("""
+        offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+        x = tl.load(x_ptr + offs, mask=offs < n, other=0.0)
+        tl.store(y_ptr + offs, x, mask=offs < n)
+    """)
+    (q,) = propose("unmasked-interior", task, inline)
+    branch = next(n for n in ast.walk(ast.parse(q.source)) if isinstance(n, ast.If))
+    assert (
+        "mask" not in ast.unparse(branch.body) and ast.unparse(branch.orelse).count("offs < n") == 2
+    )
 
     refused = {
         "a start read from memory, a block": """

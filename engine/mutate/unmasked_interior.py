@@ -12,10 +12,11 @@ interior arm then moves full 16-byte vectors whatever `n` is; the branch is unif
 
 Where (nothing is proposed otherwise): a statement list (the kernel's body, or the body of one
 of its top-level `for` loops) holding `offs = S + tl.arange(0, B)` (either order, hints around
-it allowed) and later `mask = offs < N`, each the only assignment of its name, with S and N
-free of tensors the list computes; the statements after the mask hold no `return`, and at least
-one load or store there passes exactly `mask`. Other uses of `mask` stay as they are: in the
-interior it is all true.
+it allowed; `offs` assigned only there) and after it a test `offs < N`, with S and N scalars
+that the statements after the offsets do not reassign; those statements hold no `return`, and
+at least one load or store among them passes exactly that test as its mask (a name bound to
+it, or the test written inline). The split goes right after the offsets. Other uses of the test
+stay as they are: in the interior it is all true.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from __future__ import annotations
 import ast
 import copy
 
-from ..rules.analysis import KernelView, kwarg, tl_name
+from ..rules.analysis import KernelView, assignments, kwarg, tl_name
 from .base import Mutation, MutationContext, mutator
 from .dataflow import fix
 from .edits import Edits
@@ -103,22 +104,8 @@ def _split_in(body: list[ast.stmt], kv: KernelView) -> list[str]:
 
 def _single_assignments(body: list[ast.stmt]) -> dict[str, ast.expr]:
     """Names the list assigns exactly once (anywhere inside it), with their value."""
-    values: dict[str, list[ast.expr | None]] = {}
-    for stmt in body:
-        for node in ast.walk(stmt):
-            if isinstance(node, ast.Assign):
-                for target in node.targets:
-                    for t in ast.walk(target):
-                        if isinstance(t, ast.Name):
-                            values.setdefault(t.id, []).append(
-                                node.value if isinstance(target, ast.Name) else None
-                            )
-            elif isinstance(node, (ast.AugAssign, ast.AnnAssign, ast.For)):
-                target = node.target
-                for t in ast.walk(target):
-                    if isinstance(t, ast.Name):
-                        values.setdefault(t.id, []).append(None)
-    return {k: v[0] for k, v in values.items() if len(v) == 1 and v[0] is not None}
+    values = assignments(n for stmt in body for n in ast.walk(stmt))
+    return {name: v[0] for name, v in values.items() if len(v) == 1}
 
 
 def _tile_offsets(

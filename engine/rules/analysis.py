@@ -47,7 +47,7 @@ def kwarg(call: ast.Call, name: str, position: int | None = None) -> ast.expr | 
     return None
 
 
-def _assignments(nodes) -> dict[str, list[ast.expr]]:
+def assignments(nodes) -> dict[str, list[ast.expr]]:
     """Every value assigned to each local name (loop targets map to their iterables)."""
     out: dict[str, list[ast.expr]] = defaultdict(list)
 
@@ -89,7 +89,7 @@ class KernelView:
         self.name = kernel.name
         self.params = {p.name: p for p in kernel.params}
         self.nodes = list(ast.walk(node))  # walked once; every question below reuses it
-        self.assigns = _assignments(self.nodes)
+        self.assigns = assignments(self.nodes)
         self._calls: list[tuple[str, ast.Call]] = [
             (n, c)
             for c in self.nodes
@@ -393,7 +393,7 @@ class LaunchView:
             # A warmup launch's grid is computed before its compiled kernel's launch, later on.
             launch = self.pm.compiled_launches.get(id(self.call), self.call)
             line = launch.lineno
-            for name, values in _assignments(ast.walk(self.launcher)).items():
+            for name, values in assignments(ast.walk(self.launcher)).items():
                 before = [v for v in values if v.lineno <= line]
                 if before:
                     self._local[name] = before
