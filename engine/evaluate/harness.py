@@ -40,7 +40,7 @@ from ..task.spec import Task
 from . import audit, shapes, wire
 from .audit import AuditMode
 from .autotune_choice import AutotuneChoice
-from .compare import bitwise_equal, compare, flatten, mean_magnitude
+from .compare import bitwise_equal, compare, flatten, identical, mean_magnitude
 from .interpreter_compat import diagnose as diagnose_interpreter
 from .jit_clock import CLOCK
 from .messages import (
@@ -52,7 +52,9 @@ from .messages import (
     RunCandidate,
     RunHarness,
     RunnerFailed,
+    SameOutput,
     StageResult,
+    Unchanged,
     WorkerError,
 )
 
@@ -345,32 +347,67 @@ class RemoteRunner:
     def run_many(self, cases, repeats: int = 1, turns=None):
         """The runs of each case, in order; the candidate's failure surfaces at its own case,
         after the cases before it (so the judge reports the first wrong case, as in order)."""
+        cases = [tuple(args) for args in cases]
         try:
-            sent = [wire.encode(tuple(args)) for args in cases]
+            sent = [wire.encode(args) for args in cases]
         except wire.WireError as exc:
             raise HarnessFailure("harness-error", f"a case holds {exc}") from exc
         answer = self._ask(sent, repeats, turns or [None] * len(sent))
         got = len(answer.runs)
         if answer.failed is None and got != len(sent):
             raise HarnessFailure("bad-answer", f"the runner answered {got} of {len(sent)} cases")
-        for runs in answer.runs[: answer.failed_case if answer.failed is not None else got]:
+        done = answer.runs[: answer.failed_case if answer.failed is not None else got]
+        for args, runs in zip(cases, done):
             try:
-                decoded = [
-                    Run(
-                        r.config,
-                        wire.decode(r.output, self.device),
-                        wire.decode(r.args_after, self.device),
-                        r.ops,
-                        r.launches,
-                        r.aliases,
-                    )
-                    for r in runs
-                ]
+                yield self._expand(args, runs)
             except wire.WireError as exc:
                 raise HarnessFailure("bad-answer", f"the runner sent {exc}") from exc
-            yield decoded
         if answer.failed is not None:
             raise self._failure(answer)
+
+    def _expand(self, args: tuple, runs: list[CandidateRun]) -> list[Run]:
+        """A case's runs as the runner sent them, markers (`compact_runs`) replaced by what they
+        stand for: the judge's own argument, an earlier run's output."""
+        decoded: list[Run] = []
+        for r in runs:
+            if len(r.args_after) != len(args):
+                raise wire.WireError(f"{len(r.args_after)} arguments for a case of {len(args)}")
+            if isinstance(r.output, SameOutput):
+                if not 0 <= r.output.run < len(decoded):
+                    raise wire.WireError(f"the output of run {r.output.run}, not one before it")
+                output = decoded[r.output.run].output
+            else:
+                output = wire.decode(r.output, self.device)
+            after = tuple(
+                sent if isinstance(v, Unchanged) else wire.decode(v, self.device)
+                for sent, v in zip(args, r.args_after)
+            )
+            decoded.append(Run(r.config, output, after, r.ops, r.launches, r.aliases))
+        return decoded
+
+
+def compact_runs(args, runs: list[Run]) -> list[CandidateRun]:
+    """A case's runs as the runner answers them: an argument the call left `identical` to what
+    was sent is `Unchanged`, an output identical to an earlier run's is `SameOutput`; the rest
+    travels whole. Repeats and autotune configurations of a large case otherwise sent the same
+    hundreds of MB again for each call."""
+    compact: list[CandidateRun] = []
+    for j, r in enumerate(runs):
+        same = next((k for k in range(j) if identical(runs[k].output, r.output)), None)
+        compact.append(
+            CandidateRun(
+                r.config,
+                SameOutput(same) if same is not None else wire.encode(r.output),
+                [
+                    Unchanged() if identical(sent, after) else wire.encode(after)
+                    for sent, after in zip(args, r.args_after)
+                ],
+                sorted(r.ops),
+                r.launches,
+                r.aliases,
+            )
+        )
+    return compact
 
 
 def serve_run_candidate(
@@ -388,20 +425,8 @@ def serve_run_candidate(
         with h.choice:
             for i, case in enumerate(req.cases or []):
                 turn = req.turns[i] if i < len(req.turns) else None
-                runs = h.runner.run(wire.decode(case, device), req.repeats, turn)
-                done.append(
-                    [
-                        CandidateRun(
-                            r.config,
-                            wire.encode(r.output),
-                            wire.encode(tuple(r.args_after)),
-                            sorted(r.ops),
-                            r.launches,
-                            r.aliases,
-                        )
-                        for r in runs
-                    ]
-                )
+                args = wire.decode(case, device)
+                done.append(compact_runs(args, h.runner.run(args, req.repeats, turn)))
     except FatalDeviceError as f:
         return failed(f.reason, f.message), True
     except HarnessFailure as f:

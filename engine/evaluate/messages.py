@@ -6,6 +6,7 @@ then exactly one result (or `WorkerError`). Framing: 4-byte big-endian length, t
 
 from __future__ import annotations
 
+import fcntl
 import os
 import struct
 from typing import Union
@@ -150,7 +151,9 @@ class TensorValue(msgspec.Struct, tag="tensor"):
     dtype: str
     shape: list[int]
     stride: list[int]
-    data: bytes  # the storage span the strides cover, little-endian as the device holds it
+    # The storage span the strides cover, little-endian as the device holds it. Decoded as a view
+    # into the message's buffer, not a copy: a large case's bytes are copied only onto the device.
+    data: memoryview
     device: str = "cpu"
     requires_grad: bool = False
 
@@ -182,10 +185,29 @@ class RunCandidate(msgspec.Struct, tag="run_candidate"):
     turns: list[int | None] = []
 
 
+class Unchanged(msgspec.Struct, tag="unchanged"):
+    """For an argument in a runner's answer: the call left it as the judge sent it (same layout,
+    same bits), so its bytes do not travel back."""
+
+
+class SameOutput(msgspec.Struct, tag="same_output"):
+    """For an output in a runner's answer: identical (layout and bits) to the output of an
+    earlier run of the same case, `run` (its index in that case's runs): every repeat of the
+    determinism stage, and every autotune configuration that computes the same bits."""
+
+    run: int
+
+
 class CandidateRun(msgspec.Struct):
+    """One call of the candidate on one case. Only what the judge does not already hold travels
+    in full: a runner is as able to forge a full copy as a marker (the candidate runs in its
+    process), and full copies of unchanged inputs and repeated outputs made a large case's full
+    verification cost tens of seconds of pipe."""
+
     config: str  # the autotune configuration ('' when the kernel is not tuned)
-    output: Value
-    args_after: Value  # the arguments as the call left them (the judge checks for mutation)
+    output: Value | SameOutput
+    # the arguments as the call left them, one per argument (the judge checks for mutation)
+    args_after: list[Value | Unchanged]
     ops: list[str] = []  # PyTorch compute ops outside kernel launches (AuditMode)
     launches: int = 0  # Triton kernel launches the call made
     aliases: list[int] = []  # indices of outputs that share storage with an argument
@@ -411,23 +433,38 @@ _encoder = msgspec.msgpack.Encoder()
 _request_decoder = msgspec.msgpack.Decoder(Request)
 _answer_decoder = msgspec.msgpack.Decoder(Answer)
 _HEADER = struct.Struct(">I")
+# A judge's cases and a runner's outputs are whole tensors (hundreds of MB on large cases): the
+# pipe's default 64 KiB buffer made every megabyte sixteen round trips between the processes.
+PIPE_BYTES = 1 << 20
 
 
-def _read_exact(fd: int, n: int) -> bytes:
-    chunks = []
-    while n:
-        chunk = os.read(fd, n)
-        if not chunk:
+def widen_pipe(fd: int) -> None:
+    """Ask for a PIPE_BYTES buffer on the pipe `fd` belongs to (best effort: the system's
+    `pipe-max-size` may refuse, and a narrower pipe is only slower)."""
+    try:
+        fcntl.fcntl(fd, fcntl.F_SETPIPE_SZ, PIPE_BYTES)
+    except (OSError, AttributeError):
+        pass
+
+
+def _read_exact(fd: int, n: int) -> bytearray:
+    """`n` bytes into one buffer read in place: collecting chunks and joining them copied every
+    byte twice, and `os.read(fd, n)` allocates `n` bytes per call whatever the pipe holds."""
+    buf = bytearray(n)
+    view, got = memoryview(buf), 0
+    while got < n:
+        k = os.readv(fd, [view[got:]])
+        if not k:
             raise EOFError("pipe closed")
-        chunks.append(chunk)
-        n -= len(chunk)
-    return b"".join(chunks)
+        got += k
+    return buf
 
 
 def write_message(fd: int, message: msgspec.Struct) -> None:
-    payload = _encoder.encode(message)
-    data = _HEADER.pack(len(payload)) + payload
-    view = memoryview(data)
+    buf = bytearray(_HEADER.size)
+    _encoder.encode_into(message, buf, _HEADER.size)  # the payload after room for its length
+    _HEADER.pack_into(buf, 0, len(buf) - _HEADER.size)
+    view = memoryview(buf)
     while view:
         written = os.write(fd, view)
         view = view[written:]

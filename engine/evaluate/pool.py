@@ -168,6 +168,8 @@ class WorkerProcess:
         env["TRITON_CACHE_DIR"] = cache
         to_child_r, to_child_w = os.pipe()
         from_child_r, from_child_w = os.pipe()
+        m.widen_pipe(to_child_w)
+        m.widen_pipe(from_child_r)
         on_gpu = base_device(self.device).startswith("cuda")
         limit = None if on_gpu else _memory_limit_bytes()
 

@@ -56,7 +56,9 @@ def encode(value, depth: int = 0) -> Value:
         shape, stride = list(t.shape), list(t.stride())
         n = _span(shape, stride)
         flat = t.as_strided((n,), (1,)).cpu().contiguous() if n else t.new_empty(0).cpu()
-        data = flat.view(torch.uint8).numpy().tobytes() if n else b""
+        # a view of the host copy (it keeps the copy alive): the encoder copies it once, into
+        # the message
+        data = memoryview(flat.view(torch.uint8).numpy()) if n else memoryview(b"")
         return TensorValue(name, shape, stride, data, t.device.type, bool(value.requires_grad))
     if isinstance(value, (tuple, list)):
         return SeqValue([encode(v, depth + 1) for v in value], isinstance(value, tuple))
@@ -76,22 +78,18 @@ def decode(value: Value, device: str | None = None, depth: int = 0):
             raise WireError("a shape and strides that do not fit")
         n = _span(value.shape, value.stride)
         size = torch.empty((), dtype=dtype).element_size()
-        if len(value.data) != n * size:
-            raise WireError(f"{len(value.data)} bytes for {n} elements of {value.dtype}")
-        flat = (
-            torch.frombuffer(bytearray(value.data), dtype=torch.uint8).view(dtype)
-            if n
-            else torch.empty(0, dtype=dtype)
-        )
-        t = (
-            flat.as_strided(value.shape, value.stride)
-            if n
-            else torch.empty(value.shape, dtype=dtype)
-        )
-        target = device or value.device
-        if target != "cpu":
-            # the same layout on the device: the span moves as one block, then the same view
-            t = flat.to(target).as_strided(value.shape, value.stride) if n else t.to(target)
+        got = memoryview(value.data).nbytes
+        if got != n * size:
+            raise WireError(f"{got} bytes for {n} elements of {value.dtype}")
+        if not n:
+            t = torch.empty(value.shape, dtype=dtype, device=device or value.device)
+        else:
+            # A view of the message's bytes (which sit at any alignment in it): the device gets
+            # its own copy as one block, the CPU an aligned copy, then the same strided view.
+            raw = torch.frombuffer(_writable(value.data), dtype=torch.uint8)
+            target = device or value.device
+            raw = raw.to(target) if target != "cpu" else raw.clone()
+            t = raw.view(dtype).as_strided(value.shape, value.stride)
         if value.requires_grad and t.is_floating_point():
             t = t.detach().requires_grad_(True)
         return t
@@ -101,6 +99,14 @@ def decode(value: Value, device: str | None = None, depth: int = 0):
     if isinstance(value, NumValue):
         return value.value
     raise WireError(f"unexpected {type(value).__name__}")
+
+
+def _writable(data) -> memoryview | bytearray:
+    """The bytes as a writable buffer, without a copy where they already are one (a view into
+    the message read from the pipe): a tensor over a read-only buffer is undefined behaviour
+    once anything writes to it."""
+    view = memoryview(data)
+    return view if not view.readonly else bytearray(view)
 
 
 def nbytes(value: Value) -> int:

@@ -26,6 +26,7 @@ STORE = "(e / d).to(out_ptr.dtype.element_ty), mask=mask)"
 RETURN = "    return out\n\n\ndef softmax_ref"
 IMPORTS = "import triton.language as tl\n"
 CONTAINED = "contained"
+KERNEL = SOURCE[SOURCE.index("@triton.jit") : SOURCE.index("def softmax(x):")]
 
 
 def edit(*pairs: tuple[str, str]) -> str:
@@ -254,6 +255,24 @@ ATTACKS: dict[str, Attack] = {
         ),
         ("gate", "nondeterministic-atomics"),
         None,
+    ),
+    # Two kernels that round differently, taken in turn: each call is within tolerance, and
+    # only the determinism stage, given every repeat's own bits by the runner, sees it.
+    "bits that change from call to call": Attack(
+        edit(
+            (
+                "def softmax(x):\n",
+                KERNEL.replace("def softmax_kernel(", "def softmax_kernel_recip(").replace(
+                    "(e / d)", "(e * (1.0 / d))"
+                )
+                + "def softmax(x):\n"
+                "    softmax.calls = getattr(softmax, 'calls', 0) + 1\n"
+                "    kernel = softmax_kernel if softmax.calls % 2 else softmax_kernel_recip\n",
+            ),
+            ("    softmax_kernel[(n_rows,)]", "    kernel[(n_rows,)]"),
+        ),
+        ("gate", "forbidden-call"),
+        ("determinism", "nondeterministic"),
     ),
     "inline assembly": Attack(
         edit(
