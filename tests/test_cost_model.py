@@ -1,5 +1,6 @@
 """The CPU cost model's mechanisms, each against the H200 behaviour it was fitted to (the figures
-are in BENCHMARKS.md). Launch records are built by hand: the model needs no dry run for these."""
+are in BENCHMARKS.md). Launch records are built by hand: the model needs no dry run for these;
+only the count of a case's compulsory bytes dry-runs a corpus task."""
 
 from __future__ import annotations
 
@@ -677,3 +678,23 @@ def test_few_warps_issuing_a_long_instruction_stream_bound_a_small_grid():
         gelu_us(1 << 28, 1024, 2, 363), rel=0.03
     )
     assert gelu_us(1 << 20, 8192, 4, 0) == pytest.approx(gelu_us(1 << 20, 1024, 2, 0), rel=0.03)
+
+
+def test_a_tensor_passed_under_two_names_is_counted_once():
+    """The corpus' fused cross-entropy passes its logits as the gradient buffer when none is
+    needed: that case reads the logits once and writes no gradient, so its compulsory bytes are
+    the logits' and not twice them (a suite table showed it at 156% of copy)."""
+    from kernelbrain.engine.evaluate import messages as m
+    from kernelbrain.engine.evaluate.pool import WorkerPool
+    from kernelbrain.engine.search.cost_model import case_bytes_and_flops
+    from kernelbrain.engine.task import find_task
+
+    corpus = Path(__file__).resolve().parent / "corpus"
+    task = find_task(corpus / "cross_entropy_grad.py", "ce_fwd_grad_kernel")
+    with WorkerPool() as pool:
+        spec = pool.call("compile:0", m.Specialize(task, None, seed=0), 300.0)
+    assert isinstance(spec, m.SpecializeResult) and len(spec.cases) == 2, spec
+    logits = 4096 * 8192 * 4  # both cases: fp32, 2^25 elements
+    with_grad, without = case_bytes_and_flops(spec.cases)[0]
+    assert with_grad >= 2 * logits  # the gradient is its own tensor
+    assert logits <= without < logits + 8192 * 16  # the logits once, the targets and the losses

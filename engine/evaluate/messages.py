@@ -98,6 +98,10 @@ class ArgSpec(msgspec.Struct):
     nbytes: int = 0
     shape: list[int] = []
     aligned: bool = True  # pointers: 16-byte aligned (a view may start mid-line)
+    # pointers: which memory, within one case (the storage and the byte offset into it): a
+    # tensor passed under two names, as a launcher that reuses its input as an unused output
+    # buffer, is the same bytes ('' when unknown)
+    memory: str = ""
 
 
 class LaunchRecord(msgspec.Struct):

@@ -90,6 +90,14 @@ def _constexpr_names(fn) -> set[str]:
     }
 
 
+def _memory(t: torch.Tensor) -> str:
+    """Which memory a tensor views, the same for every tensor that views it from the same byte:
+    its storage's identity (meta tensors have no address to tell them apart by) and offset."""
+    storage = t.untyped_storage()
+    ident = getattr(storage, "_cdata", None) or id(storage)
+    return f"{ident:x}+{t.storage_offset() * t.element_size()}"
+
+
 def _arg_spec(name: str, value, constexpr: bool) -> ArgSpec:
     if constexpr:
         v = value if isinstance(value, (int, float, bool, str)) or value is None else str(value)
@@ -105,6 +113,7 @@ def _arg_spec(name: str, value, constexpr: bool) -> ArgSpec:
             nbytes=value.numel() * value.element_size(),
             shape=list(value.shape),
             aligned=aligned,
+            memory=_memory(value),
         )
     if isinstance(value, bool):
         return ArgSpec(name, "int", dtype="i1", value=int(value))

@@ -669,7 +669,8 @@ def matmul_flops(case: CaseLaunches) -> int | None:
 
 
 def case_bytes_and_flops(cases: list[CaseLaunches]) -> tuple[list[int], list[int | None]]:
-    """Compulsory bytes (every distinct tensor a case's launches touch, once) and matmul FLOPs."""
+    """Compulsory bytes (every distinct tensor a case's launches touch, once: by the memory it
+    views where the dry run knew it, else by parameter name) and matmul FLOPs."""
     out_b: list[int] = []
     out_f: list[int | None] = []
     for c in cases:
@@ -677,7 +678,8 @@ def case_bytes_and_flops(cases: list[CaseLaunches]) -> tuple[list[int], list[int
         for rec in c.launches:
             for a in rec.args:
                 if a.kind == "ptr":
-                    seen[a.name] = max(seen.get(a.name, 0), a.nbytes)
+                    key = a.memory or a.name
+                    seen[key] = max(seen.get(key, 0), a.nbytes)
         out_b.append(sum(seen.values()))
         out_f.append(matmul_flops(c))
     return out_b, out_f
