@@ -164,6 +164,15 @@ def like_for_like(row: dict, torch_fn: str | None) -> bool:
     return torch_fn is None or row.get("torch", {}).get("baseline_fn") == torch_fn
 
 
+def full_verification(r: dict) -> dict:
+    """What one full verification (the five harness stages on the benchmark cases) cost the
+    search on average, and how many it ran: the dearest rung, which decides how many
+    generations a budget holds."""
+    n = (r.get("candidates") or {}).get("per_stage", {}).get("full") or 0
+    spent = (r.get("rung_seconds") or {}).get("full")
+    return {"full_verified": n, "full_s_per_candidate": spent / n if n and spent else None}
+
+
 def record(args) -> int:
     raw = []
     for folder in args.dirs:
@@ -189,6 +198,7 @@ def record(args) -> int:
                 "budget_s": r.get("budget_s"),
                 "candidates": spent.get("candidates"),
                 "stopped": r.get("stopped"),
+                **full_verification(r),
                 "cases": [
                     case_row(
                         c,
