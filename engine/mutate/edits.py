@@ -83,7 +83,8 @@ class Edits:
             for a in added
         )
         header_end = self.offset(fn.body[0].lineno, 0)
-        last = old[-1]
+        # after the last parameter's default where it has one (defaults belong to the last ones)
+        last = fn.args.defaults[-1] if fn.args.defaults else old[-1]
         at = self.offset(last.end_lineno, last.end_col_offset)
         text = (
             self.source[self.offset(first.lineno, 0) : at]
