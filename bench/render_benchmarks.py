@@ -33,6 +33,11 @@ def latest(kind: str) -> list[dict]:
     return [rows[k] for k in sorted(rows)]
 
 
+def cell(text: str) -> str:
+    """Text for a table cell: a dispatch variant's origin, `dispatch(a | b)`, holds a pipe."""
+    return text.replace("|", "\\|")
+
+
 def fmt(x, spec=".2f", none="–") -> str:
     return none if x is None else format(x, spec)
 
@@ -86,7 +91,7 @@ def corpus_table() -> list[str]:
             best = c.get("alone_us")
             orig = c.get("original_alone_us")
             found = (
-                f"{r['best_origin']}, {fmt(r['time_to_best_s'], '.0f')} s"
+                f"{cell(r['best_origin'])}, {fmt(r['time_to_best_s'], '.0f')} s"
                 if r.get("best_origin")
                 else "no faster variant"
             )
@@ -179,7 +184,7 @@ def suite_table() -> list[str]:
             continue
         for i, c in enumerate(k["cases"]):
             found = (
-                f"{k['best_origin']}, {fmt(k['time_to_best_s'], '.0f')} s"
+                f"{cell(k['best_origin'])}, {fmt(k['time_to_best_s'], '.0f')} s"
                 if k.get("best_origin")
                 else "no faster variant"
             )
