@@ -142,7 +142,8 @@ def case_row(
             if ceilings.get("bf16_tflops")
             else 0.0
         )
-        memory = c.get("frac_copy")
+        # no bytes at all: the dry run saw no launch (a launcher it cannot run), not a fraction
+        memory = c.get("frac_copy") if c.get("gbps") else None
         if compute > (memory or 0.0):
             out["ceiling"], out["of_ceiling"] = "bf16 peak", compute
         else:

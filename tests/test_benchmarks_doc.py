@@ -61,6 +61,10 @@ def test_the_suite_covers_its_three_folders_and_shards_split_it_without_overlap(
     assert case_row(near, {}, launch_floor_us=3.0)["why"] is None  # the kernel has room
     assert case_row({**near, "compile_us": 6.0}, {}, launch_floor_us=4.8)["why"] is None  # ahead
     assert case_row(near, {})["why"] is None  # no floor measured
+    # bandwidth is a fraction of copy; no bytes at all (no launch seen) is no fraction
+    streamed = {"label": "x", "alone_us": 10.0, "gbps": 3000.0, "frac_copy": 0.7}
+    assert case_row(streamed, {})["of_ceiling"] == 0.7
+    assert case_row({**streamed, "gbps": 0.0, "frac_copy": 0.0}, {})["of_ceiling"] is None
     suite = {name: target for name, _, target in kernels()}
     assert torch_function(suite["attention_fwd_kernel"]) == "attention_torch"
     assert torch_function(suite["gelu_kernel"]) is None
