@@ -92,10 +92,11 @@ def _constexpr_names(fn) -> set[str]:
 
 def _memory(t: torch.Tensor) -> str:
     """Which memory a tensor views, the same for every tensor that views it from the same byte:
-    its storage's identity (meta tensors have no address to tell them apart by) and offset."""
-    storage = t.untyped_storage()
-    ident = getattr(storage, "_cdata", None) or id(storage)
-    return f"{ident:x}+{t.storage_offset() * t.element_size()}"
+    its storage's identity (meta tensors have no address to tell them apart by) and offset;
+    '' where the storage has no identity to read (the Python wrapper's `id` is reused once freed,
+    so two tensors could share one)."""
+    ident = getattr(t.untyped_storage(), "_cdata", None)
+    return f"{ident:x}+{t.storage_offset() * t.element_size()}" if ident else ""
 
 
 def _arg_spec(name: str, value, constexpr: bool) -> ArgSpec:

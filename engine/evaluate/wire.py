@@ -111,7 +111,7 @@ def _writable(data) -> memoryview | bytearray:
 
 def nbytes(value: Value) -> int:
     if isinstance(value, TensorValue):
-        return len(value.data)
+        return memoryview(value.data).nbytes
     if isinstance(value, SeqValue):
         return sum(nbytes(v) for v in value.items)
     return 0
