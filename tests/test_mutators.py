@@ -6,6 +6,7 @@ from __future__ import annotations
 import ast
 import copy
 import textwrap
+import types
 
 import pytest
 
@@ -904,9 +905,15 @@ def test_coarsen_programs_folds_consecutive_programs_and_only_exact_divisors():
     )
     assert "items = max(min(x.shape[0] & -x.shape[0], 4), 1)" in launcher
     assert "k[x.shape[0] // items,](x, y, x.shape[1], BLOCK=64, ITEMS=items)" in launcher
-    # The launcher's choice covers exactly the programs the draft launched.
+    # The launcher's choice, run as written, covers exactly the programs the draft launched.
+    choice = next(
+        n.value
+        for n in ast.walk(tree)
+        if isinstance(n, ast.Assign) and ast.unparse(n.targets[0]) == "items"
+    )
     for count in (1, 6, 12, 15, 64, 4096, 3000 * 40):
-        items = max(min(count & -count, 4), 1)
+        x = types.SimpleNamespace(shape=(count, 7))
+        items = eval(compile(ast.Expression(choice), "launcher", "eval"), {"x": x})
         assert count % items == 0 and items in (1, 2, 4) and (count % 4 or items == 4)
     assert propose("coarsen-programs", task, p.source) == []  # already coarsened: no nesting
     widened = propose("int64-offsets", task, p.source)

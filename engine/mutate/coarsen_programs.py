@@ -41,9 +41,9 @@ def propose(ctx: MutationContext):
     if kv is None or kv.kernel.autotuned or not _coarsenable(kv) or _coarsened(kv):
         return
     launches = [
-        lv
+        (lv, stmt)
         for lv in ctx.entry_launches()
-        if lv.launcher is not None
+        if (stmt := lv.statement) is not None
         and not lv.warmup
         and isinstance(lv.grid, ast.Tuple)
         and lv.grid.elts
@@ -54,20 +54,16 @@ def propose(ctx: MutationContext):
     taken = (
         {n.id for n in kv.nodes if isinstance(n, ast.Name)}
         | set(kv.params)
-        | {n.id for lv in launches for n in ast.walk(lv.launcher) if isinstance(n, ast.Name)}
+        | {n.id for lv, _ in launches for n in ast.walk(lv.launcher) if isinstance(n, ast.Name)}
     )
-    items, first, step, pid = (
-        unique_name(n, taken) for n in ("ITEMS", "pid_first", "item", "pid_item")
+    items, first, step, pid, chosen = (
+        unique_name(n, taken) for n in ("ITEMS", "pid_first", "item", "pid_item", "items")
     )
     fn = fix(_rewritten(kv, items, first, step, pid))
     for n in ITEMS:
         edits = Edits(ctx.source).replace_function(kv.node, fn)
-        for lv in launches:
+        for lv, stmt in launches:
             count = lv.grid.elts[0]
-            chosen = unique_name("items", taken)
-            stmt = _statement_of(lv.launcher, lv.call)
-            if stmt is None:
-                return
             edits.insert_before(
                 stmt,
                 f"{chosen} = max(min(({ast.unparse(count)}) & -({ast.unparse(count)}), {n}), 1)"
@@ -104,11 +100,7 @@ def _coarsened(kv: KernelView) -> bool:
     """Whether the kernel already has this rewrite's shape: its body is the program id read
     once, then one `static_range` loop over a constexpr (its count is a configuration knob;
     coarsening again would only nest loops)."""
-    body = [
-        s
-        for s in kv.node.body
-        if not (isinstance(s, ast.Expr) and isinstance(s.value, ast.Constant))
-    ]
+    _, body = _docstring_split(kv.node.body)
     if len(body) != 2 or not isinstance(body[0], ast.Assign) or not isinstance(body[1], ast.For):
         return False
     loop = body[1].iter
@@ -139,15 +131,7 @@ def _rewritten(kv: KernelView, items: str, first: str, step: str, pid: str) -> a
                 return ast.Name(pid, ast.Load())
             return node
 
-    body = [ProgramId().visit(s) for s in fn.body]
-    doc = (
-        [body.pop(0)]
-        if body
-        and isinstance(body[0], ast.Expr)
-        and isinstance(body[0].value, ast.Constant)
-        and isinstance(body[0].value.value, str)
-        else []
-    )
+    doc, body = _docstring_split([ProgramId().visit(s) for s in fn.body])
     head = ast.parse(f"{first} = {tl}.program_id(0)").body
     loop = ast.parse(
         f"for {step} in {tl}.static_range({items}):\n    {pid} = {first} * {items} + {step}\n"
@@ -159,20 +143,21 @@ def _rewritten(kv: KernelView, items: str, first: str, step: str, pid: str) -> a
     return fn
 
 
+def _docstring_split(body: list[ast.stmt]) -> tuple[list[ast.stmt], list[ast.stmt]]:
+    """(the docstring, if any, as a list; the statements after it)."""
+    if (
+        body
+        and isinstance(body[0], ast.Expr)
+        and isinstance(body[0].value, ast.Constant)
+        and isinstance(body[0].value.value, str)
+    ):
+        return body[:1], body[1:]
+    return [], body
+
+
 def _tl_spelling(kv: KernelView) -> str:
     """How the kernel spells `triton.language` (from its own `tl.program_id` call)."""
     for node in kv.nodes:
         if tl_name(kv.pm, node) == "program_id" and isinstance(node.func, ast.Attribute):
             return ast.unparse(node.func.value)
     return "tl"
-
-
-def _statement_of(scope: ast.AST, call: ast.Call) -> ast.stmt | None:
-    """The innermost statement of `scope` that holds `call`."""
-    found = None
-    for node in ast.walk(scope):
-        if isinstance(node, ast.stmt) and node is not scope:
-            if any(n is call for n in ast.walk(node)):
-                if found is None or node.lineno >= found.lineno:
-                    found = node
-    return found

@@ -22,16 +22,6 @@ from .edits import Edits
 MAX_ROW = 32768
 
 
-def _launch_statement(launcher: ast.FunctionDef, call: ast.Call) -> ast.stmt | None:
-    for stmt in ast.walk(launcher):
-        if isinstance(stmt, ast.stmt) and not isinstance(
-            stmt, (ast.FunctionDef, ast.If, ast.For, ast.While, ast.With)
-        ):
-            if any(n is call for n in ast.walk(stmt)):
-                return stmt
-    return None
-
-
 @mutator("single-pass", "keep the row in registers and read it once when it fits")
 def propose(ctx: MutationContext):
     kv = ctx.kernel
@@ -70,7 +60,7 @@ def propose(ctx: MutationContext):
     edits = Edits(ctx.source)
     edits.replace_function(kv.node, fix(new_fn))
     for lv in launches:
-        stmt = _launch_statement(lv.launcher, lv.call)
+        stmt = lv.statement
         if stmt is None:
             return
         taken = {n.id for n in ast.walk(lv.launcher) if isinstance(n, ast.Name)}

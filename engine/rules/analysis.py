@@ -415,6 +415,20 @@ class LaunchView:
         """An ahead-of-time `kernel.warmup(...)` launch (compiled, then launched apart)."""
         return not isinstance(self.call.func, ast.Subscript)
 
+    @property
+    def statement(self) -> ast.stmt | None:
+        """The simple statement of the launcher that holds the launch (where a rewrite inserts
+        what the launch needs first); None outside a launcher."""
+        if self.launcher is None:
+            return None
+        for stmt in ast.walk(self.launcher):
+            if isinstance(stmt, ast.stmt) and not isinstance(
+                stmt, (ast.FunctionDef, ast.If, ast.For, ast.While, ast.With)
+            ):
+                if any(n is self.call for n in ast.walk(stmt)):
+                    return stmt
+        return None
+
     def local(self, name: str) -> ast.expr | None:
         """The launcher-local value of `name` at the launch (its latest assignment before it)."""
         values = self._local.get(name)
