@@ -916,3 +916,30 @@ def test_the_end_game_verifies_the_fastest_candidate_the_generations_had_no_time
     search.ledger.rung_seconds["baseline"] = 1.0
     search.endgame.promote()
     assert node.outcome == "verified" and search.population.best_id == node.id
+
+
+def test_a_compile_batch_starts_no_candidate_past_its_deadline():
+    """The compile rung sizes its batch by how long compiles took so far; when these take longer
+    (unrolled rewrites, a loaded machine) the candidates not yet started are left out instead of
+    running the search past its budget (a 60 s CPU search once took 90 s)."""
+    import time
+
+    from kernelbrain.engine.search.evaluation import Evaluator
+    from kernelbrain.engine.search.node import Node
+
+    class Recording(Evaluator):
+        def __init__(self):  # only what compile_all uses
+            self.compile_devices, self.started = ["compile:0"], []
+
+        def specialize_and_compile(self, node, device):
+            self.started.append(node.id)
+
+    nodes = [Node(f"n{i}", "", "config", "", "original") for i in range(5)]
+    late = Recording()
+    late.compile_all(nodes, deadline=time.monotonic() - 1.0, first=2)
+    assert late.started == ["n0", "n1"]  # the first ones always, so a generation is never empty
+    assert [n.outcome for n in nodes] == ["pending", "pending"] + ["not-run"] * 3
+    fresh = [Node(f"m{i}", "", "config", "", "original") for i in range(5)]
+    on_time = Recording()
+    on_time.compile_all(fresh, deadline=time.monotonic() + 600.0, first=2)
+    assert on_time.started == [n.id for n in fresh]

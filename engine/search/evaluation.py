@@ -5,6 +5,7 @@ estimator and the timer are injected."""
 from __future__ import annotations
 
 import threading
+import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
 from typing import Protocol
@@ -146,10 +147,15 @@ class Evaluator:
         for ci, li, rec in records:
             node.facts.setdefault(ci, {})[li] = result.facts[unique[m.compile_key(rec)]]
 
-    def compile_all(self, nodes: list[Node]) -> None:
-        """Dry-run and compile every node, in parallel on the compile workers."""
+    def compile_all(self, nodes: list[Node], deadline: float | None = None, first: int = 0) -> None:
+        """Dry-run and compile every node, in parallel on the compile workers. With `deadline`
+        (a `time.monotonic()` value), a node after the `first` that would start past it is
+        `not-run`: a batch sized by past compile times cannot run on when these take longer."""
 
         def one(i: int, node: Node) -> None:
+            if deadline is not None and i >= first and time.monotonic() > deadline:
+                node.outcome = "not-run"
+                return
             try:
                 self.specialize_and_compile(
                     node, self.compile_devices[i % len(self.compile_devices)]

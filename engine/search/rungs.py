@@ -120,6 +120,7 @@ class Ladder:
         (judged by how long compiles took so far); the compiled ones, estimated."""
         if not runnable:
             return []
+        deadline = None
         if not force:
             per = self.compile_s_per_candidate or DEFAULT_COMPILE_S
             room = self.meter.left_s() - selection.MIN_KEEP * self.verify_s()
@@ -127,10 +128,12 @@ class Ladder:
             for node in runnable[fit:]:
                 node.outcome = "not-run"
             runnable = runnable[:fit]
+            deadline = time.monotonic() + max(0.0, room)  # the batch's size is a forecast
         self.emit("rung", f"compiling {len(runnable)} candidates for sm_90")
         t0 = time.monotonic()
         with self.ledger.timed("compile"):
-            self.ev.compile_all(runnable)
+            self.ev.compile_all(runnable, deadline, first=selection.MIN_KEEP)
+        runnable = [n for n in runnable if n.outcome != "not-run"]
         self.compile_s_per_candidate = (
             (time.monotonic() - t0) * len(self.ev.compile_devices) / len(runnable)
         )
