@@ -35,8 +35,9 @@ from kernelbrain.engine.api.budget import Budget  # noqa: E402
 from kernelbrain.engine.evaluate.ceilings import CeilingCache  # noqa: E402
 from kernelbrain.engine.evaluate.pool import WorkerPool  # noqa: E402
 from kernelbrain.engine.evaluate.stats import spearman  # noqa: E402
-from kernelbrain.engine.search.cost_model import DeviceModel  # noqa: E402
+from kernelbrain.engine.profile.roofs import bandwidth_roof  # noqa: E402
 from kernelbrain.engine.search.engine import Search  # noqa: E402
+from kernelbrain.engine.service import device_model  # noqa: E402
 from kernelbrain.engine.store import Store  # noqa: E402
 from kernelbrain.engine.task import find_task  # noqa: E402
 
@@ -169,6 +170,8 @@ def summarize(
         nbytes = result.case_bytes[i] if i < len(result.case_bytes) else 0
         flops = result.case_flops[i] if i < len(result.case_flops) else None
         alone = alone_us[i] if i < len(alone_us) else us
+        written = result.case_written_bytes[i] if i < len(result.case_written_bytes) else None
+        roof = bandwidth_roof(nbytes, written, ceilings.copy_gbps, ceilings.read_gbps)
         case = {
             "label": base.label,
             "baseline_us": base.time_us,
@@ -177,6 +180,9 @@ def summarize(
             "gbps": nbytes / alone / 1e3,
             "frac_copy": nbytes / alone / 1e3 / ceilings.copy_gbps,
             "ab_frac_copy": nbytes / us / 1e3 / ceilings.copy_gbps,
+            "written_bytes": written,
+            "roof": roof.name,
+            "frac_roof": nbytes / alone / 1e3 / roof.gbps,
             "compile_us": torch_times["compile_us"][i],
             "vs_compile": torch_times["compile_us"][i] / alone,
             "eager_us": torch_times["eager_us"][i],
@@ -358,7 +364,7 @@ def measure(op: str, target, args, pool, ce, dev) -> dict:
             )
             print(
                 f"   {c['label']:42s} {c['baseline_us']:9.1f} -> {c['best_us']:9.1f} us (A/B), "
-                f"{c['alone_us']:.1f} us alone: {c['gbps']:6.0f} GB/s = {c['frac_copy']:.1%} of copy "
+                f"{c['alone_us']:.1f} us alone: {c['gbps']:6.0f} GB/s = {c['frac_roof']:.1%} of {c['roof']} "
                 f"(A/B {c['ab_frac_copy']:.1%}); torch.compile {c['compile_us']:.1f} us "
                 f"({c['vs_compile']:.2f}x), max-autotune {c.get('max_autotune_us', 0):.1f} us "
                 f"({c.get('vs_max_autotune', 0):.2f}x), original alone "
@@ -407,9 +413,11 @@ def main() -> int:
     rows = []
     with WorkerPool() as pool:
         ce = CeilingCache().get_or_measure(pool, "cuda:0")
-        dev = DeviceModel(bandwidth_gbps=ce.copy_gbps, bf16_tflops=ce.bf16_tflops)
+        dev = device_model(ce)
         print(
-            f"ceilings: copy {ce.copy_gbps:.0f} GB/s, bf16 {ce.bf16_tflops:.0f} TFLOP/s", flush=True
+            f"ceilings: copy {ce.copy_gbps:.0f} GB/s, read {ce.read_gbps:.0f} GB/s, "
+            f"bf16 {ce.bf16_tflops:.0f} TFLOP/s",
+            flush=True,
         )
         for op, target in targets(args):
             rows.append(measure(op, target, args, pool, ce, dev))

@@ -64,7 +64,7 @@ def run(args) -> int:
 
     from kernelbrain.engine.evaluate.ceilings import CeilingCache
     from kernelbrain.engine.evaluate.pool import WorkerPool
-    from kernelbrain.engine.search.cost_model import DeviceModel
+    from kernelbrain.engine.service import device_model
 
     chosen = kernels()
     if args.kernels:  # these, in this order (a short device session runs the first ones)
@@ -84,16 +84,21 @@ def run(args) -> int:
     rows = []
     with WorkerPool() as pool:
         ce = CeilingCache().get_or_measure(pool, "cuda:0")
-        dev = DeviceModel(bandwidth_gbps=ce.copy_gbps, bf16_tflops=ce.bf16_tflops)
+        dev = device_model(ce)
         floor = launch_floor_us(gpu_search.median_us)
         print(
-            f"ceilings: copy {ce.copy_gbps:.0f} GB/s, bf16 {ce.bf16_tflops:.0f} TFLOP/s; "
+            f"ceilings: copy {ce.copy_gbps:.0f} GB/s, read {ce.read_gbps:.0f} GB/s, "
+            f"bf16 {ce.bf16_tflops:.0f} TFLOP/s; "
             f"an empty Triton launch {floor:.1f} us"
         )
         for name, folder, target in chosen:
             row = gpu_search.measure(name, target, opts, pool, ce, dev)
             row["folder"] = folder
-            row["ceilings"] = {"copy_gbps": ce.copy_gbps, "bf16_tflops": ce.bf16_tflops}
+            row["ceilings"] = {
+                "copy_gbps": ce.copy_gbps,
+                "read_gbps": ce.read_gbps,
+                "bf16_tflops": ce.bf16_tflops,
+            }
             row["launch_floor_us"] = floor
             rows.append(row)
             (args.out / "search.json").write_text(json.dumps(rows, indent=1))
@@ -101,7 +106,8 @@ def run(args) -> int:
 
 
 CASE_FIELDS = ("label", "baseline_us", "alone_us", "original_alone_us", "eager_us",
-               "compile_us", "max_autotune_us", "frac_copy", "frac_cublas", "tflops")  # fmt: skip
+               "compile_us", "max_autotune_us", "frac_copy", "frac_cublas", "tflops",
+               "written_bytes")  # fmt: skip
 
 
 def torch_function(target: tuple[Path, str, str]) -> str | None:
@@ -142,12 +148,16 @@ def case_row(
             if ceilings.get("bf16_tflops")
             else 0.0
         )
-        # no bytes at all: the dry run saw no launch (a launcher it cannot run), not a fraction
-        memory = c.get("frac_copy") if c.get("gbps") else None
+        # the bandwidth roof: a read stream for a reduction (records from before it was measured
+        # carry neither the roof nor the written bytes, and stay against the copy)
+        roof = c.get("roof") or "copy"
+        memory = c.get("frac_roof") if "frac_roof" in c else c.get("frac_copy")
+        if not c.get("gbps"):  # no bytes: the dry run saw no launch (a launcher it cannot run)
+            memory = None
         if compute > (memory or 0.0):
             out["ceiling"], out["of_ceiling"] = "bf16 peak", compute
         else:
-            out["ceiling"], out["of_ceiling"] = "copy", memory
+            out["ceiling"], out["of_ceiling"] = roof, memory
     out["launch_floor_us"] = launch_floor_us
     out["why"] = (
         "launch"

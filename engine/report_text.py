@@ -78,7 +78,8 @@ def print_bench(result, places=(), findings=(), ncu=None) -> None:
     if result.ceilings is not None:
         ce = result.ceilings
         console.print(
-            f"ceilings ({ce.device_name}): copy {ce.copy_gbps:.0f} GB/s, bf16 matmul {ce.bf16_tflops:.0f} TFLOP/s"
+            f"ceilings ({ce.device_name}): copy {ce.copy_gbps:.0f} GB/s, read stream "
+            f"{ce.read_gbps:.0f} GB/s, bf16 matmul {ce.bf16_tflops:.0f} TFLOP/s"
         )
     for code, _, message in findings:
         console.print(f"{code} {message}", markup=False)

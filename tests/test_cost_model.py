@@ -698,3 +698,35 @@ def test_a_tensor_passed_under_two_names_is_counted_once():
     with_grad, without = case_bytes_and_flops(spec.cases)[0]
     assert with_grad >= 2 * logits  # the gradient is its own tensor
     assert logits <= without < logits + 8192 * 16  # the logits once, the targets and the losses
+
+
+def test_what_a_case_writes_comes_from_the_kernels_stores():
+    """The bytes a case writes are the tensors behind the pointers its kernel stores to: a
+    cross-entropy and a column sum write a few bytes per row or column of what they read (each a
+    reduction, held to the read stream), a softmax writes as much as it reads, and a kernel the
+    source does not hold has unknown writes."""
+    from kernelbrain.engine.evaluate import messages as m
+    from kernelbrain.engine.evaluate.pool import WorkerPool
+    from kernelbrain.engine.profile.roofs import bandwidth_roof
+    from kernelbrain.engine.search.cost_model import case_bytes_and_flops, case_written_bytes
+    from kernelbrain.engine.task import find_task
+
+    ops = Path(__file__).resolve().parents[1] / "examples" / "ops"
+    roofs = {}
+    with WorkerPool() as pool:
+        for name in ("cross_entropy", "col_sum", "softmax"):
+            task = find_task(ops / f"{name}.py", f"{name}_kernel")
+            spec = pool.call("compile:0", m.Specialize(task, None, seed=0), 300.0)
+            assert isinstance(spec, m.SpecializeResult) and spec.cases, spec
+            source = Path(task.file).read_text()
+            moved, _ = case_bytes_and_flops(spec.cases)
+            written = case_written_bytes(spec.cases, source)
+            assert all(0 < w < b for w, b in zip(written, moved))
+            roofs[name] = {bandwidth_roof(b, w, 4000.0, 5000.0).name
+                           for b, w in zip(moved, written)}  # fmt: skip
+            if name == "softmax":
+                assert written == [b // 2 for b in moved]  # the output, as large as the input
+                unknown = source.replace("def softmax_kernel(", "def renamed_kernel(")
+                assert case_written_bytes(spec.cases, unknown) == [None] * len(spec.cases)
+    assert roofs == {"cross_entropy": {"read stream"}, "col_sum": {"read stream"},
+                     "softmax": {"copy"}}  # fmt: skip

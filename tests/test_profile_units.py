@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import msgspec
+
 from kernelbrain.engine.evaluate.messages import CaseBench, Ceilings
 from kernelbrain.engine.profile.measured import classify, measured_findings
 from kernelbrain.engine.profile.ncu import parse_csv
@@ -45,6 +47,26 @@ def test_roofline_classes_and_findings():
         ("latency", 0.06),
     ]
     assert [f[0] for f in measured_findings(places)] == ["KB301", "KB302", "KB303"]
+
+
+def test_a_reduction_is_held_to_the_read_stream_and_everything_else_to_the_copy():
+    """A case that writes at most an eighth of what it reads is placed against the measured read
+    stream; one that writes as much as it reads, one whose writes are not known, and any case on
+    a device whose read stream was never measured, against the copy."""
+    from kernelbrain.engine.profile.roofs import bandwidth_roof
+
+    ce = Ceilings("H200", 4000.0, 700.0, read_gbps=5000.0)
+    reduce = CaseBench("ce", 0.1, 0.01, 450_000_000, None, 4500.0, None, None, "memory", False,
+                       written=50_000_000)  # fmt: skip
+    place = classify(reduce, ce)
+    assert round(place.fraction, 2) == 0.9 and "read stream" in place.summary
+    assert round(classify(msgspec.structs.replace(reduce, written=None), ce).fraction, 3) == 1.125
+    assert classify(reduce, Ceilings("H200", 4000.0, 700.0)).summary.endswith(
+        "copy bandwidth (4500 GB/s)"
+    )
+    assert bandwidth_roof(900, 100, 4000.0, 5000.0).name == "read stream"  # 800 read, 100 written
+    assert bandwidth_roof(900, 101, 4000.0, 5000.0).name == "copy"
+    assert bandwidth_roof(2, 1, 4000.0, 5000.0) == ("copy", 4000.0)
 
 
 def test_ncu_csv():

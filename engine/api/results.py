@@ -82,7 +82,11 @@ class SearchResult(msgspec.Struct):
         int
     ] = []  # compulsory bytes per case (each tensor once): the roofline's x-axis
     case_flops: list[int | None] = []  # matmul FLOPs per case, where the kernel multiplies matrices
-    ceilings: dict[str, float] = {}  # the device model's bandwidth (GB/s) and bf16 rate (TFLOP/s)
+    # of case_bytes, what the kernel writes (None: its stores are not in the source): a case that
+    # writes little is held to the read stream, not the copy (profile.roofs)
+    case_written_bytes: list[int | None] = []
+    # the device model's copy and read bandwidths (GB/s) and bf16 rate (TFLOP/s)
+    ceilings: dict[str, float] = {}
     rung_seconds: dict[str, float] = {}  # wall time spent in each rung of the ladder
     # per "rung/harness stage": the worker's seconds in it, of those the seconds in Triton's JIT, and
     # how many harness runs they add up

@@ -1,4 +1,5 @@
-"""Per-device ceilings (copy bandwidth, bf16 matmul rate), measured once and cached on disk.
+"""Per-device ceilings (copy, write and read-stream bandwidth, bf16 matmul rate), measured once
+and cached on disk.
 
 Keyed by device name, torch/triton versions and how the timing flushes the L2, in the user's
 cache folder, so every project on the machine shares one measurement (it takes a few seconds of
@@ -19,7 +20,7 @@ from .pool import WorkerDied, WorkerPool
 # Bumped whenever `timing.measure` changes how it times (the flush before each run).
 TIMING_METHOD = "flush: read pass"
 # Changed whenever `timing.measure_ceilings` measures something new (an older entry lacks it).
-MEASURED = "copy, write, L2, bf16 matmul"
+MEASURED = "copy, write, read stream, L2, bf16 matmul"
 
 
 def cache_path() -> Path:

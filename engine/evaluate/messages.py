@@ -32,6 +32,7 @@ class Ceilings(msgspec.Struct, tag="ceilings_result"):
     measured_at: str = ""
     write_gbps: float = 0.0  # a fill of fresh memory, bytes written (0: not measured)
     l2_bytes: int = 0  # the device's L2 cache (0: not known)
+    read_gbps: float = 0.0  # a read-only stream, bytes read: a reduction's roof (0: not measured)
 
 
 # -- requests --------------------------------------------------------------------------------
@@ -344,6 +345,7 @@ class CaseBench(msgspec.Struct):
     fraction_of_ceiling: float | None
     bound: str  # "memory" | "compute"
     cuda_graph: bool
+    written: int | None = None  # of `bytes`, those written (None: not known; profile.roofs)
 
 
 class BenchResult(msgspec.Struct, tag="bench_result"):

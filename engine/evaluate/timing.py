@@ -17,6 +17,7 @@ from typing import Callable
 
 import torch
 import triton
+import triton.language as tl
 
 from . import stats
 from .messages import CaseBench, CaseTiming, Ceilings, TimingResult, WorkerError
@@ -399,10 +400,48 @@ def bench_cases(
     return out
 
 
+@triton.jit
+def _read_stream(x_ptr, part_ptr, n, ITERS: tl.constexpr, BLOCK: tl.constexpr):
+    """Reads ITERS consecutive blocks per program and writes one partial sum: a read-only stream
+    (the writes are one word per ITERS * BLOCK read)."""
+    pid = tl.program_id(0)
+    acc = tl.zeros([BLOCK], tl.int32)
+    for i in tl.static_range(ITERS):
+        offs = (pid * ITERS + i).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
+        acc += tl.load(x_ptr + offs, mask=offs < n, other=0)
+    tl.store(part_ptr + pid, tl.sum(acc, axis=0))
+
+
+# (BLOCK, ITERS, warps) of the read streams tried: wide and narrow programs, one or several
+# blocks each; the ceiling is the fastest, as a copy's is the one copy PyTorch has.
+READ_STREAM_CONFIGS = ((1024, 1, 4), (2048, 1, 4), (4096, 1, 8), (1024, 4, 4), (2048, 4, 8))
+
+
+def read_stream_gbps(src: torch.Tensor) -> float:
+    """Bytes read per second by the fastest of a few read-only streams over `src` (int32 words):
+    `torch.sum` and the Triton streams of READ_STREAM_CONFIGS. The roof of a reduction, which
+    reads much and writes little: it is not held to a copy, which writes a byte per byte read."""
+    words = src.view(torch.int32)
+    n = words.numel()
+    runs: list[Callable[[], object]] = [lambda: words.sum()]
+    for block, iters, warps in READ_STREAM_CONFIGS:
+        grid = triton.cdiv(n, block * iters)
+        part = torch.empty(grid, dtype=torch.int32, device=src.device)
+
+        def run(grid=grid, part=part, block=block, iters=iters, warps=warps):
+            _read_stream[(grid,)](words, part, n, ITERS=iters, BLOCK=block, num_warps=warps)
+            return part
+
+        runs.append(run)
+    timed, _ = measure(runs, 200, captures=1)
+    return max(src.numel() * src.element_size() / stats.median(t) / 1e6 for (t,) in timed)
+
+
 def measure_ceilings() -> Ceilings:
     """Device-to-device copy bandwidth (bytes read + written), the write bandwidth of a fill, the
-    L2's size and cuBLAS bf16 matmul rate at 8192^3. The judge measures them (it never imports a
-    candidate, so none can have patched what they are measured with)."""
+    read bandwidth of a read-only stream, the L2's size and cuBLAS bf16 matmul rate at 8192^3.
+    The judge measures them (it never imports a candidate, so none can have patched what they are
+    measured with)."""
     n = 1 << 30
     src = torch.empty(n, dtype=torch.uint8, device="cuda").random_()
     dst = torch.empty_like(src)
@@ -410,7 +449,9 @@ def measure_ceilings() -> Ceilings:
     copy_gbps = 2 * n / stats.median(times) / 1e6
     ((times,),), _ = measure([lambda: dst.fill_(7)], 300, captures=1)  # noqa: F821 (used before the del below)
     write_gbps = n / min(times) / 1e6  # the fastest fill: the floor must not sit above any run
-    del src, dst
+    del dst
+    read_gbps = read_stream_gbps(src)
+    del src
     m = 8192
     a = torch.randn(m, m, device="cuda", dtype=torch.bfloat16)
     b = torch.randn(m, m, device="cuda", dtype=torch.bfloat16)
@@ -425,4 +466,5 @@ def measure_ceilings() -> Ceilings:
         _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
         write_gbps,
         torch.cuda.get_device_properties(torch.cuda.current_device()).L2_cache_size,
+        read_gbps,
     )

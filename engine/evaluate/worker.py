@@ -109,7 +109,7 @@ def _serve(device: str, rfd: int, wfd: int) -> None:
             elif isinstance(req, (m.TimeAB, m.Bench)):
                 answer = _time(req, dev, loader, progress)
             elif isinstance(req, m.MeasureCeilings):
-                progress("ceilings", "copy and write bandwidth, bf16 matmul rate")
+                progress("ceilings", "copy, write and read bandwidth, bf16 matmul rate")
                 from .timing import measure_ceilings
 
                 answer = measure_ceilings()

@@ -6,6 +6,7 @@ from __future__ import annotations
 import msgspec
 
 from ..evaluate.messages import CaseBench, Ceilings
+from .roofs import bandwidth_roof
 
 LATENCY_BOUND_US = 10.0  # below this a kernel is dominated by launch and memory latency
 
@@ -19,13 +20,15 @@ class RooflinePlace(msgspec.Struct):
 
 def classify(case: CaseBench, ceilings: Ceilings) -> RooflinePlace:
     us = case.median_ms * 1000
+    roof = bandwidth_roof(case.bytes, case.written, ceilings.copy_gbps, ceilings.read_gbps)
+    frac = case.gbps / roof.gbps
     if us < LATENCY_BOUND_US:
         return RooflinePlace(
             case.label,
             "latency",
-            case.gbps / ceilings.copy_gbps,
+            frac,
             f"latency-bound: {us:.1f} us per call, too short to reach bandwidth "
-            f"({case.gbps:.0f} GB/s = {case.gbps / ceilings.copy_gbps:.0%} of copy)",
+            f"({case.gbps:.0f} GB/s = {frac:.0%} of {roof.name})",
         )
     if case.bound == "compute" and case.tflops is not None:
         frac = case.tflops / ceilings.bf16_tflops
@@ -36,12 +39,11 @@ def classify(case: CaseBench, ceilings: Ceilings) -> RooflinePlace:
             f"compute-bound at {frac:.0%} of the {ceilings.bf16_tflops:.0f} TFLOP/s matmul rate "
             f"({case.tflops:.0f} TFLOP/s)",
         )
-    frac = case.gbps / ceilings.copy_gbps
     return RooflinePlace(
         case.label,
         "memory",
         frac,
-        f"memory-bound at {frac:.0%} of the {ceilings.copy_gbps:.0f} GB/s copy bandwidth "
+        f"memory-bound at {frac:.0%} of the {roof.gbps:.0f} GB/s {roof.name} bandwidth "
         f"({case.gbps:.0f} GB/s)",
     )
 
@@ -95,7 +97,10 @@ def places_from_result(result) -> list[RooflinePlace]:
     if not result.measured or not result.ceilings:
         return []
     ce = Ceilings(
-        "device", result.ceilings.get("copy_gbps", 0.0), result.ceilings.get("bf16_tflops", 0.0)
+        "device",
+        result.ceilings.get("copy_gbps", 0.0),
+        result.ceilings.get("bf16_tflops", 0.0),
+        read_gbps=result.ceilings.get("read_gbps", 0.0),
     )
     if not ce.copy_gbps:
         return []
@@ -104,13 +109,24 @@ def places_from_result(result) -> list[RooflinePlace]:
     for i, base in enumerate(result.baseline):
         nbytes = result.case_bytes[i] if i < len(result.case_bytes) else 0
         flops = result.case_flops[i] if i < len(result.case_flops) else None
+        written = result.case_written_bytes[i] if i < len(result.case_written_bytes) else None
         if not nbytes or not base.time_us:
             continue
         gbps = nbytes / base.time_us / 1e3
         tflops = flops / base.time_us / 1e6 if flops else None
         bound = "compute" if flops and flops / nbytes > ridge / 4 else "memory"
         case = CaseBench(
-            base.label, base.time_us / 1000, 0.0, nbytes, flops, gbps, tflops, None, bound, False
+            base.label,
+            base.time_us / 1000,
+            0.0,
+            nbytes,
+            flops,
+            gbps,
+            tflops,
+            None,
+            bound,
+            False,
+            written,
         )
         out.append(classify(case, ce))
     return out

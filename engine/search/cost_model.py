@@ -57,6 +57,7 @@ class DeviceModel:
 
     sms: int = _FITTED["sms"]
     bandwidth_gbps: float = _FITTED["bandwidth_gbps"]
+    read_gbps: float = _FITTED["read_gbps"]
     bf16_tflops: float = _FITTED["bf16_tflops"]
     l2_bytes: int = _FITTED["l2_bytes"]
     l2_reread_cost: float = _FITTED["l2_reread_cost"]
@@ -683,6 +684,36 @@ def case_bytes_and_flops(cases: list[CaseLaunches]) -> tuple[list[int], list[int
         out_b.append(sum(seen.values()))
         out_f.append(matmul_flops(c))
     return out_b, out_f
+
+
+def case_written_bytes(cases: list[CaseLaunches], source: str) -> list[int | None]:
+    """Bytes each case's launches write: every distinct tensor behind a pointer the launched
+    kernel stores to or updates atomically, once (keyed as `case_bytes_and_flops` keys them).
+    None where the source does not show a kernel's writes (a kernel missing from it, or one
+    that stores only through a helper or a descriptor): what a case writes decides its roof
+    (`profile.roofs`), and a guess would hold a copy to a read stream's."""
+    try:
+        views = {kv.name: kv for kv in kernel_views(parse_module(source))}
+    except SyntaxError:
+        views = {}
+    written_params: dict[str, set[str]] = {}
+    for name, kv in views.items():
+        written_params[name] = {p for p in kv.params if kv.stores_to(p) or kv.atomics_on(p)}
+    out: list[int | None] = []
+    for c in cases:
+        seen: dict[str, int] = {}
+        known = bool(c.launches)
+        for rec in c.launches:
+            written = written_params.get(rec.kernel)
+            if not written:
+                known = False
+                break
+            for a in rec.args:
+                if a.kind == "ptr" and a.name in written:
+                    key = a.memory or a.name
+                    seen[key] = max(seen.get(key, 0), a.nbytes)
+        out.append(sum(seen.values()) if known else None)
+    return out
 
 
 class CostModel:

@@ -33,7 +33,7 @@ from ..store.memory import Memory, Outcome, log_gain
 from ..task.spec import Task
 from . import report, selection
 from .allocation import Allocation
-from .cost_model import CostModel, DeviceModel, case_bytes_and_flops
+from .cost_model import CostModel, DeviceModel, case_bytes_and_flops, case_written_bytes
 from .endgame import RESERVE_MARGIN, EndGame
 from .evaluation import Estimator, Evaluator, Timer, WorkerTimer
 from .features import kernel_features
@@ -492,7 +492,8 @@ class Search:
                 "cost model; speedups are estimates (measured: false)"
             )
         root = pop.nodes.get("original")
-        case_bytes, case_flops = case_bytes_and_flops(root.spec.cases if root and root.spec else [])
+        cases = root.spec.cases if root and root.spec else []
+        case_bytes, case_flops = case_bytes_and_flops(cases)
         spent = self.meter.tick()
         if self.llm is not None:
             spent.llm_tokens, spent.llm_dollars = self.llm.tokens, round(self.llm.dollars, 6)
@@ -521,5 +522,10 @@ class Search:
             gpu_s_to_best=self.gpu_s_to_best(),
             case_bytes=case_bytes,
             case_flops=case_flops,
-            ceilings={"copy_gbps": self.dev.bandwidth_gbps, "bf16_tflops": self.dev.bf16_tflops},
+            case_written_bytes=case_written_bytes(cases, self.original),
+            ceilings={
+                "copy_gbps": self.dev.bandwidth_gbps,
+                "bf16_tflops": self.dev.bf16_tflops,
+                "read_gbps": self.dev.read_gbps,
+            },
         )

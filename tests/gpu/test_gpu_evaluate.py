@@ -111,3 +111,14 @@ def test_bench_places_cases_against_ceilings(pool):
     for case in result.cases:
         assert case.bound == "memory" and 0 < case.fraction_of_ceiling < 1.2
         assert abs(case.gbps - case.bytes / case.median_ms / 1e6) < 1e-6 * case.gbps
+
+
+def test_the_read_stream_is_measured_beside_the_copy(pool, tmp_path):
+    """The reductions' roof: a read-only stream over 1 GiB, in bytes read per second. DRAM reads
+    alone at about the copy's rate or faster; a figure off by the word size (elements counted
+    as bytes) or a stream that never ran lands outside these bounds."""
+    from kernelbrain.engine.evaluate.ceilings import CeilingCache
+
+    ce = CeilingCache(tmp_path / "ceilings.json").get_or_measure(pool, "cuda:0")
+    assert ce is not None and ce.copy_gbps > 1000
+    assert 0.7 * ce.copy_gbps < ce.read_gbps < 1.6 * ce.copy_gbps, ce
