@@ -843,6 +843,14 @@ def test_the_end_game_verifies_only_what_fits_in_the_budget(pool, tmp_path):
     ledger.rung_seconds["full"] = 2.0 * 15  # a 15 s harness: a candidate and the final fit in 30
     expected = 1.25 * (search.endgame.final_s() + search.endgame.candidate_s())
     assert 9.0 < expected < 30.0 and search.end_reserve_s() == pytest.approx(expected)
+    # a variant made of an autotuned one is checked on each of its 8 configurations
+    plain = Node("plain", "", "config", "", "original")
+    plain.spec = launches(0)
+    assert search.endgame.candidate_s([plain, tuned]) == pytest.approx(
+        8 * search.endgame.candidate_s([plain])
+    )
+    assert search.endgame.fits("a dispatching variant", [plain])
+    assert not search.endgame.fits("a dispatching variant", [plain, tuned])
 
 
 def test_the_bandit_gives_a_mutator_that_keeps_failing_here_fewer_proposals(pool, tmp_path):

@@ -12,7 +12,7 @@ from ..mutate import MutationContext
 from . import dispatch, selection
 from .node import STACKABLE_STEPS, Chain, Node
 from .population import IMPROVEMENT
-from .rungs import PRECISE_REP_MS, Ladder
+from .rungs import PRECISE_REP_MS, Ladder, autotune_configs
 
 FINAL_REP_MS = 400.0
 FINAL_CONTENDERS = 3  # variants given the final A/B: the best and its closest rivals
@@ -37,10 +37,18 @@ class EndGame:
         self.final_ab()
 
     # -- what it costs ----------------------------------------------------------------------------
-    def candidate_s(self) -> float:
-        """Wall seconds one more candidate takes through the ladder, as measured so far."""
+    def candidate_s(self, like: list[Node] | None = None) -> float:
+        """Wall seconds one more candidate takes through the ladder, as measured so far; for a
+        candidate built from `like` (the variants it is made of, whose dry runs are known), times
+        the most autotune configurations any of them launches, since the harness checks every
+        configuration on every case (a dispatch to an autotuned variant, costed as one
+        configuration, ran a 120 s H200 matmul search 7% past its budget)."""
         rungs = VERIFY_RUNGS if self.ev.gpu else VERIFY_RUNGS[:-1]
-        return self.ledger.seconds_per_candidate(rungs) or 0.0
+        per = self.ledger.seconds_per_candidate(rungs) or 0.0
+        if not like:
+            return per
+        configs = max(autotune_configs(n, self.ev.task.kernel) for n in like)
+        return per * configs / self.ladder.original_configs
 
     def final_s(self) -> float:
         """Wall seconds of the final A/B: a precise timing has three groups of runs, the final
@@ -50,10 +58,10 @@ class EndGame:
         timing = self.ledger.seconds_per_candidate(("timing",)) or 0.0
         return timing * (FINAL_CONTENDERS + 2) / 3 * FINAL_REP_MS / PRECISE_REP_MS
 
-    def fits(self, what: str) -> bool:
-        """Whether one more candidate fits before the budget ends with the final A/B still to
-        run; when not, a note says what was left out."""
-        need, left = self.candidate_s() + self.final_s(), self.ledger.meter.left_s()
+    def fits(self, what: str, like: list[Node] | None = None) -> bool:
+        """Whether one more candidate (made of the variants `like`) fits before the budget ends
+        with the final A/B still to run; when not, a note says what was left out."""
+        need, left = self.candidate_s(like) + self.final_s(), self.ledger.meter.left_s()
         if need <= left:
             return True
         self.ledger.notes.append(
@@ -128,7 +136,7 @@ class EndGame:
                 applied.append(step)
         if not applied or candidate_id(source) in self.pop.nodes:
             return
-        if not self.fits(f"the best variant with {', '.join(applied)}"):
+        if not self.fits(f"the best variant with {', '.join(applied)}", [best]):
             return
         self.ladder.emit(
             "rung", f"the best variant with {', '.join(applied)}, which made other variants faster"
@@ -196,7 +204,7 @@ class EndGame:
                 "dispatching variant"
             )
             return
-        if not self.fits("a dispatching variant"):
+        if not self.fits("a dispatching variant", parts):
             return
         self.ladder.emit("rung", "verifying a dispatching variant across shape buckets")
         self.ladder.generation([node], force=True)
