@@ -65,6 +65,9 @@ def test_the_suite_covers_its_three_folders_and_shards_split_it_without_overlap(
     streamed = {"label": "x", "alone_us": 10.0, "gbps": 3000.0, "frac_copy": 0.7}
     assert case_row(streamed, {})["of_ceiling"] == 0.7
     assert case_row({**streamed, "gbps": 0.0, "frac_copy": 0.0}, {})["of_ceiling"] is None
+    # a reduction is a fraction of the read stream where the run measured it
+    read = case_row({**streamed, "roof": "read stream", "frac_roof": 0.6}, {})
+    assert (read["ceiling"], read["of_ceiling"]) == ("read stream", 0.6)
     suite = {name: target for name, _, target in kernels()}
     assert torch_function(suite["attention_fwd_kernel"]) == "attention_torch"
     assert torch_function(suite["gelu_kernel"]) is None
