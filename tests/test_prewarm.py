@@ -157,3 +157,20 @@ def test_ahead_of_time_cache_key_is_the_jits(tmp_path):
         }
     )
     assert jit_options.hash() == backend.parse_options({"num_warps": 4, "num_stages": 3}).hash()
+
+
+def test_a_worker_outlives_the_thread_that_started_it():
+    """The prewarm's pool and every other search thread start workers and then end; the
+    sandbox kills a child when the thread that forked it ends (PR_SET_PDEATHSIG), so each worker
+    is forked from the pool's one long-lived thread. Otherwise every search started its compile
+    workers again (about 9 s each on the H200 machine)."""
+    import threading
+
+    with WorkerPool() as pool:
+        starter = threading.Thread(target=pool.call, args=("compile:0", m.Ping(), 120.0))
+        starter.start()
+        starter.join()
+        worker = pool.worker("compile:0")
+        pid = worker.proc.pid
+        assert isinstance(pool.call("compile:0", m.Ping(), 120.0), m.Ready)
+        assert worker.proc.pid == pid and worker.alive and pool.restarts == 0

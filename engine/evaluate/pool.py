@@ -22,6 +22,7 @@ import sys
 import tempfile
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from typing import Callable
 
 import msgspec
@@ -139,6 +140,19 @@ def classify_death(returncode: int | None, stderr: str) -> tuple[str, str]:
     )
 
 
+# Every worker process is forked from this one thread, which lives as long as the engine: the
+# sandbox's --die-with-parent (PR_SET_PDEATHSIG) kills a child when the *thread* that forked it
+# ends, not the process. Forked from a search's short-lived threads (a background start, the
+# prewarm's and the compile batches' pools), workers were killed as those ended and the next
+# call started them again: about 9 s a compile worker on the H200 machine, at every search's
+# start (bench/prewarm_probe.py).
+_SPAWNER = ThreadPoolExecutor(max_workers=1, thread_name_prefix="kb-worker-spawner")
+
+
+def _spawn(argv: list[str], **kw) -> subprocess.Popen:
+    return _SPAWNER.submit(subprocess.Popen, argv, **kw).result()
+
+
 class WorkerProcess:
     """One worker process and its pipes."""
 
@@ -196,7 +210,7 @@ class WorkerProcess:
             [cache],
             gpu=on_gpu,
         )
-        self.proc = subprocess.Popen(
+        self.proc = _spawn(
             argv,
             pass_fds=(to_child_r, from_child_w),
             env=env,
