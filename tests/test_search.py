@@ -951,3 +951,23 @@ def test_a_compile_batch_starts_no_candidate_past_its_deadline():
     on_time = Recording()
     on_time.compile_all(fresh, deadline=time.monotonic() + 600.0, first=2)
     assert on_time.started == [n.id for n in fresh]
+
+
+def test_a_search_starts_its_compile_workers_together_before_it_needs_them(tmp_path):
+    """Every compile worker is started at once, in the background, when the search begins: a
+    compile worker takes seconds to start, and the ahead-of-time compiles started only the
+    first of them with their dry run, the others when the compiles spread out."""
+    ws = workspace(tmp_path)
+    with WorkerPool() as fresh:
+        search = Search(
+            find_task(ws / "ops" / "softmax.py", "softmax_kernel"),
+            device="cpu",
+            budget=Budget(wall_s=60),
+            store=Store(ws),
+            pool=fresh,
+            compile_workers=2,
+        )
+        search.evaluator.start_workers()
+        assert search.evaluator.compile_devices == ["compile:0", "compile:1"]
+        assert all(fresh.worker(d).alive for d in search.evaluator.compile_devices)
+        assert fresh.restarts == 0

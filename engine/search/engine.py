@@ -159,8 +159,8 @@ class Search:
         self._emit("rung", "checking the original against its harness")
         ev, pop = self.evaluator, self.population
         root = Node("original", self.original, "original", "the original kernel", None)
-        if self.gpu:  # the GPU worker starts (imports, CUDA context) while the CPU workers compile
-            threading.Thread(target=ev.start_device_worker, daemon=True).start()
+        # every worker starts at once (imports, sandbox, CUDA context), in the background
+        threading.Thread(target=ev.start_workers, daemon=True).start()
         ev.await_prewarm(ev.prewarm_all([root], list(m.STAGES)), root.id)
         with self.ledger.timed("baseline"):
             result = ev.harness(None, list(m.STAGES), "baseline")

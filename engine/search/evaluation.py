@@ -74,10 +74,15 @@ class Evaluator:
         self.prewarm: Prewarm | None = None
         self.floor: WorkFloor | None = None  # set once the original's harness has run (GPU)
 
-    def start_device_worker(self) -> None:
-        """Start the device's runner and judge without a request (imports, CUDA context), each
-        on its own thread, so that they start while the CPU workers compile; a start that fails
-        is reported by the first real call."""
+    def start_workers(self) -> None:
+        """Start every worker the search is about to use without a request (imports, sandbox, on
+        a GPU the CUDA context), each on its own thread, so that they start together: the
+        compile workers the ahead-of-time compiles spread over and, on a GPU, the device's runner
+        and judge. One after another they would queue behind each other: on the H200 machine a
+        compile worker takes about 9 s to start (four, one after another, 34.7 s;
+        bench/prewarm_probe.py), and the prewarm's first dry run started only one of them, the
+        others when its compiles spread out. A start that fails is reported by the first real
+        call."""
 
         def start(role: str) -> None:
             try:
@@ -85,10 +90,10 @@ class Evaluator:
             except WorkerDied:
                 pass
 
-        threads = [
-            threading.Thread(target=start, args=(role,), daemon=True)
-            for role in (self.device, JUDGE_PREFIX + self.device)
-        ]
+        roles = list(self.compile_devices)
+        if self.gpu:
+            roles += [self.device, JUDGE_PREFIX + self.device]
+        threads = [threading.Thread(target=start, args=(role,), daemon=True) for role in roles]
         for t in threads:
             t.start()
         for t in threads:
