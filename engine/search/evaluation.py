@@ -78,11 +78,9 @@ class Evaluator:
         """Start every worker the search is about to use without a request (imports, sandbox, on
         a GPU the CUDA context), each on its own thread, so that they start together: the
         compile workers the ahead-of-time compiles spread over and, on a GPU, the device's runner
-        and judge. One after another they would queue behind each other: on the H200 machine a
-        compile worker takes about 9 s to start (four, one after another, 34.7 s;
-        bench/prewarm_probe.py), and the prewarm's first dry run started only one of them, the
-        others when its compiles spread out. A start that fails is reported by the first real
-        call."""
+        and judge. Otherwise they start one after another: the prewarm's first dry run started
+        only one compile worker, the others when its compiles spread out, and a compile worker
+        takes seconds to start. A start that fails is reported by the first real call."""
 
         def start(role: str) -> None:
             try:
