@@ -71,3 +71,38 @@ def test_launch_mutators_rewrite_the_launch_where_it_is_written(tmp_path):
     with WorkerPool() as pool:
         report = verify(pool, task, changed[0].source, "cpu")
     assert report.accepted, report.message
+
+
+def test_a_warmup_launcher_is_dry_run_with_stand_ins_for_the_gpu():
+    """A launcher that compiles ahead with `kernel.warmup(...)`, reads the compiled kernel's
+    registers and the device's properties and sizes a persistent grid from them (Triton's
+    persistent softmax, `tests/corpus/softmax_warmup.py`) is dry-run without a GPU: each case
+    records its launch with the warmup's warps and stages and a grid from the stand-in device
+    (132 SMs, no register use reported: 8 programs an SM), so it gets bytes, estimates and
+    ahead-of-time compiles like any kernel. The stand-ins are gone once the dry run ends."""
+    import torch
+
+    from kernelbrain.engine.evaluate import messages as m
+    from kernelbrain.engine.evaluate.specialize import _record
+    from kernelbrain.engine.search.cost_model import case_bytes_and_flops
+
+    task = find_task(CORPUS / "softmax_warmup.py", "softmax_kernel")
+    with WorkerPool() as pool:
+        spec = pool.call("compile:0", m.Specialize(task, None, seed=0), 300.0)
+    assert isinstance(spec, m.SpecializeResult) and spec.error is None, spec
+    launches = [c.launches for c in spec.cases]
+    assert [len(ls) for ls in launches] == [1, 1]
+    first = launches[0][0]
+    assert (first.kernel, first.grid, first.num_warps, first.num_stages) == (
+        "softmax_kernel", (1056, 1, 1), 8, 4)  # fmt: skip
+    values = {a.name: a.value for a in first.args if a.kind == "constexpr"}
+    assert values == {"BLOCK_SIZE": 4096, "num_stages": 4}
+    assert case_bytes_and_flops(spec.cases)[0] == [2 * 8192 * 4096 * 4, 2 * 32768 * 1000 * 4]
+
+    properties = torch.cuda.get_device_properties
+    from triton.runtime.jit import JITFunction
+
+    warmup = JITFunction.warmup
+    with pytest.raises(ZeroDivisionError):
+        _record(lambda: 1 / 0, "raises", ())
+    assert torch.cuda.get_device_properties is properties and JITFunction.warmup is warmup

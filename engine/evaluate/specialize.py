@@ -3,10 +3,15 @@
 The entry runs on `meta` tensors (shapes and dtypes, no data) with kernel launches intercepted:
 each launch is recorded with its grid, argument types, constexpr values, warps and stages (and,
 for `@triton.autotune`, every config). A launcher that needs real values (`.item()`) is rerun on
-CPU tensors. The records drive ahead-of-time compilation and the static cost model.
+CPU tensors. A launcher that compiles ahead with `kernel.warmup(...)` and sizes its grid from
+the compiled kernel and the device's properties gets stand-ins for both (`_gpu_stand_ins`). The
+records drive ahead-of-time compilation and the static cost model.
 """
 
 from __future__ import annotations
+
+import contextlib
+from types import SimpleNamespace
 
 import torch
 
@@ -161,12 +166,83 @@ def dry_run_inputs(entry, inputs, device: str) -> SpecializeResult:
     return SpecializeResult(cases, device)
 
 
+# What a dry run answers for `torch.cuda.get_device_properties`: the device the ahead-of-time
+# compiles target (sm_90, `messages.Compile.arch`), with an H200's SMs, registers, shared memory
+# and L2 (its datasheet; the cost model's `device_model.toml` holds the same SM count).
+DEVICE_STAND_IN = SimpleNamespace(
+    name="dry run: sm_90 (H200)",
+    major=9,
+    minor=0,
+    multi_processor_count=132,
+    regs_per_multiprocessor=65536,
+    shared_memory_per_multiprocessor=233472,
+    shared_memory_per_block=49152,
+    shared_memory_per_block_optin=232448,
+    max_threads_per_multi_processor=2048,
+    warp_size=32,
+    L2_cache_size=50 * 1024 * 1024,
+    total_memory=141 * 1024**3,
+    is_integrated=False,
+    is_multi_gpu_board=False,
+)
+
+
+class CompiledStandIn:
+    """What `kernel.warmup(...)` returns in a dry run, in place of a kernel compiled for the GPU
+    there is none of: no register or shared-memory use to report (a launcher sizing its grid
+    by occupancy takes its no-information branch or the most programs), and a launch through
+    it, `compiled[grid](...)`, is recorded with the warmup's warps and stages as a launch of the
+    JIT function."""
+
+    n_regs = 0
+    n_spills = 0
+
+    def __init__(self, fn, options: dict):
+        self.fn = fn
+        self.options = options
+        self.metadata = SimpleNamespace(
+            shared=0,
+            num_warps=options.get("num_warps", 4),
+            num_stages=options.get("num_stages", 3),
+        )
+
+    def _init_handles(self) -> None:
+        pass
+
+    def __getitem__(self, grid):
+        def run(*args, **kwargs):
+            if audit.recorders:
+                audit.recorders[-1].record(self.fn, grid, args, self.options | kwargs)
+
+        return run
+
+
+@contextlib.contextmanager
+def _gpu_stand_ins():
+    """While a dry run records: `JITFunction.warmup` returns a `CompiledStandIn` and
+    `torch.cuda.get_device_properties` the DEVICE_STAND_IN, as a launcher written like Triton's
+    persistent softmax asks for both before it launches (the compile workers have no GPU)."""
+    from triton.runtime.jit import JITFunction
+
+    warmup, properties = JITFunction.warmup, torch.cuda.get_device_properties
+
+    def dry_warmup(self, *args, grid, **kwargs):
+        return CompiledStandIn(self, kwargs)
+
+    JITFunction.warmup = dry_warmup
+    torch.cuda.get_device_properties = lambda device=None: DEVICE_STAND_IN
+    try:
+        yield
+    finally:
+        JITFunction.warmup, torch.cuda.get_device_properties = warmup, properties
+
+
 def _record(entry, label: str, args) -> CaseLaunches:
     rec = Recorder()
     mode = audit.AuditMode(poison_allocations=False)
     audit.recorders.append(rec)
     try:
-        with torch.no_grad(), mode:
+        with torch.no_grad(), mode, _gpu_stand_ins():
             entry(*args)
     finally:
         audit.recorders.remove(rec)
