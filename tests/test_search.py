@@ -49,6 +49,19 @@ def run(pool, ws: Path, op: str, candidates: int, seed: int = 0, **kw):
     return search.run()
 
 
+def softmax_search(ws: Path, pool: WorkerPool, device: str = "cuda:0", **kw) -> Search:
+    """A 60 s search of the bundled softmax in workspace `ws`, not started: what the tests of
+    the end game and the timing pieces build on."""
+    return Search(
+        find_task(ws / "ops" / "softmax.py", "softmax_kernel"),
+        device=device,
+        budget=Budget(wall_s=60),
+        store=Store(ws),
+        pool=pool,
+        **kw,
+    )
+
+
 def test_parse_duration():
     assert (
         parse_duration("90s") == 90
@@ -211,13 +224,7 @@ def test_final_ab_covers_the_best_and_its_closest_rivals(pool, tmp_path):
     from kernelbrain.engine.search.node import Node
 
     ws = workspace(tmp_path)
-    search = Search(
-        find_task(ws / "ops" / "softmax.py", "softmax_kernel"),
-        device="cuda:0",
-        budget=Budget(wall_s=60),
-        store=Store(ws),
-        pool=pool,
-    )
+    search = softmax_search(ws, pool)
     for name, speedup, verdict in [
         ("best", 1.56, "faster"),
         ("a", 1.51, "faster"),
@@ -245,13 +252,7 @@ def test_speedups_from_separate_ab_runs_are_taken_against_one_reference(pool, tm
     from kernelbrain.engine.evaluate.messages import CaseTiming, TimingResult
 
     ws = workspace(tmp_path)
-    search = Search(
-        find_task(ws / "ops" / "softmax.py", "softmax_kernel"),
-        device="cuda:0",
-        budget=Budget(wall_s=60),
-        store=Store(ws),
-        pool=pool,
-    )
+    search = softmax_search(ws, pool)
     search.population.labels, search.population.baseline_us = ["big", "small"], [187.0, 50.0]
 
     def ab(base_ms, cand_ms, verdict="faster"):
@@ -299,13 +300,7 @@ def test_final_ab_keeps_the_simpler_of_variants_tied_within_noise(pool, tmp_path
     from kernelbrain.engine.search.node import Node
 
     ws = workspace(tmp_path)
-    search = Search(
-        find_task(ws / "ops" / "softmax.py", "softmax_kernel"),
-        device="cuda:0",
-        budget=Budget(wall_s=60),
-        store=Store(ws),
-        pool=pool,
-    )
+    search = softmax_search(ws, pool)
     lines = search.original.splitlines()
 
     def node(name, speedup, changed, dispatch=False):
@@ -706,13 +701,7 @@ def test_gpu_seconds_to_best_are_those_spent_when_the_best_was_verified(pool, tm
     from kernelbrain.engine.api.results import TrajectoryPoint
 
     ws = workspace(tmp_path)
-    search = Search(
-        find_task(ws / "ops" / "softmax.py", "softmax_kernel"),
-        device="cuda:0",
-        budget=Budget(wall_s=60),
-        store=Store(ws),
-        pool=pool,
-    )
+    search = softmax_search(ws, pool)
     search.ledger.trajectory = [
         TrajectoryPoint(1.0, "a", "config", "verified", 1.2, 1.2, 10.0),
         TrajectoryPoint(2.0, "b", "config", "quick:below-lead", 1.0, 1.2, 14.0),
@@ -784,13 +773,7 @@ def test_the_end_game_verifies_only_what_fits_in_the_budget(pool, tmp_path):
     candidate that would not fit is left out with a note (H200 softmax searches ran 10% past a
     90 s budget when a fixed share was held back)."""
     ws = workspace(tmp_path)
-    search = Search(
-        find_task(ws / "ops" / "softmax.py", "softmax_kernel"),
-        device="cuda:0",
-        budget=Budget(wall_s=60),
-        store=Store(ws),
-        pool=pool,
-    )
+    search = softmax_search(ws, pool)
     assert search.end_reserve_s() == 9.0  # nothing measured yet: 15% of the budget
     ledger = search.ledger
     # a full verification is costed on the original's own harness and timing until a candidate
@@ -959,14 +942,7 @@ def test_a_search_starts_its_compile_workers_together_before_it_needs_them(tmp_p
     first of them with their dry run, the others when the compiles spread out."""
     ws = workspace(tmp_path)
     with WorkerPool() as fresh:
-        search = Search(
-            find_task(ws / "ops" / "softmax.py", "softmax_kernel"),
-            device="cpu",
-            budget=Budget(wall_s=60),
-            store=Store(ws),
-            pool=fresh,
-            compile_workers=2,
-        )
+        search = softmax_search(ws, fresh, device="cpu", compile_workers=2)
         search.evaluator.start_workers()
         assert search.evaluator.compile_devices == ["compile:0", "compile:1"]
         assert all(fresh.worker(d).alive for d in search.evaluator.compile_devices)
