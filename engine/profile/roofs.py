@@ -3,16 +3,18 @@
 A kernel that reads and writes about as much (an elementwise op, a softmax, a norm) is held to the
 device's copy bandwidth, which reads a byte for every byte it writes. A reduction reads much and
 writes little (a cross-entropy's loss per row, a column sum), and DRAM serves a read-only stream
-faster than a copy: on an H200 a cross-entropy kernel reads at more than the copy's rate. Such a
-case is held to the measured read stream (`timing.read_stream_gbps`) instead, so neither kind
-passes 100% of its roof by being compared with the other's.
+faster than a copy (the H200 of suite run SF: 4,535 GB/s read, 4,274 copied). Such a case is held
+to the measured read stream (`timing.read_stream_gbps`) instead, so that a reduction is not
+flattered by the slower roof.
 """
 
 from __future__ import annotations
 
 from typing import NamedTuple
 
-# A case that reads at least this many times what it writes is a reduction.
+# A case that reads at least this many times what it writes is a reduction. The suite's cases
+# read either 1-2 times what they write (elementwise ops, softmax, norms, matmul) or 250 times and
+# more (cross-entropy, column sums): any ratio between the two sorts them alike.
 READ_STREAM_RATIO = 8
 
 
