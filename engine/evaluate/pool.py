@@ -425,6 +425,13 @@ class WorkerPool:
                 self.restarts += 1
                 raise
 
+    def retire(self, device: str) -> None:
+        """Stop `device`'s worker, if it runs; the next call starts a fresh one."""
+        with self._locks[device]:
+            worker = self._workers.get(device)
+            if worker is not None:
+                worker.stop()
+
     def pids(self) -> list[int]:
         return [w.proc.pid for w in self._workers.values() if w.alive and w.proc is not None]
 

@@ -464,6 +464,11 @@ class Search:
             raise
         finally:
             self.evaluator.close()
+            # The runner imported every candidate of this search, and what a candidate left in
+            # its modules must not reach another search's timings: the next one starts afresh.
+            # (The judge never imports a candidate; the compile workers' dry runs only feed
+            # estimates, never a verdict, and they keep their start-up.)
+            self.pool.retire(self.device)
 
     # -- results ----------------------------------------------------------------------------------
     def gpu_s_to_best(self) -> float | None:

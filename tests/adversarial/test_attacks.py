@@ -331,3 +331,31 @@ def test_a_profiled_script_runs_in_the_sandbox(tmp_path, listener, monkeypatch, 
     assert "environment:" in err and SENTINEL not in err
     assert _files(outside) == set() and _files(project) == {"model.py"}
     assert listener.connections == before
+
+
+def test_what_a_candidate_leaves_in_its_runner_ends_with_the_search(tmp_path):
+    """Workers outlive the threads that start them, so a runner could outlive a search. A
+    candidate past the gate leaves a mark in its runner's modules (a patch that slowed the next
+    original would forge the next search's timings); once a search ends, the runner that held
+    it is gone, and a later candidate that looks for the mark does not find it."""
+    from kernelbrain.engine.api.budget import Budget
+    from kernelbrain.engine.search.engine import Search
+    from kernelbrain.engine.store import Store
+
+    workspace = tmp_path / "workspace"
+    shutil.copytree(BASE.parent, workspace)
+    task = find_task(workspace / "softmax.py", "softmax_kernel")
+    leaves = edit(("    return out", "    torch.kb_left_behind = True\n    return out"))
+    looks = edit(
+        (
+            "    return out",
+            "    assert not hasattr(torch, 'kb_left_behind'), 'left behind'\n    return out",
+        )
+    )
+    with WorkerPool() as pool:
+        assert run_harness(pool, task, leaves, "cpu").accepted
+        assert not run_harness(pool, task, looks, "cpu").accepted  # the mark is there
+        Search(task, device="cpu", budget=Budget(wall_s=30, max_candidates=1),
+               store=Store(workspace), pool=pool).run()  # fmt: skip
+        result = run_harness(pool, task, looks, "cpu")
+        assert result.accepted, result.message
