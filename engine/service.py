@@ -75,11 +75,7 @@ def device_model(ceilings: m.Ceilings | None) -> DeviceModel:
     """The cost model's device: with the measured ceilings when known, else the defaults."""
     if ceilings is None:
         return DeviceModel()
-    return DeviceModel(
-        bandwidth_gbps=ceilings.copy_gbps,
-        bf16_tflops=ceilings.bf16_tflops,
-        read_gbps=ceilings.read_gbps,
-    )
+    return DeviceModel(bandwidth_gbps=ceilings.copy_gbps, bf16_tflops=ceilings.bf16_tflops)
 
 
 def _wait_for_other_search(

@@ -32,6 +32,7 @@ import functools
 import math
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable
 
 from ..evaluate.messages import CaseLaunches, CompiledFacts, LaunchRecord, SpecializeResult
 from ..index import parse_module
@@ -57,7 +58,6 @@ class DeviceModel:
 
     sms: int = _FITTED["sms"]
     bandwidth_gbps: float = _FITTED["bandwidth_gbps"]
-    read_gbps: float = _FITTED["read_gbps"]
     bf16_tflops: float = _FITTED["bf16_tflops"]
     l2_bytes: int = _FITTED["l2_bytes"]
     l2_reread_cost: float = _FITTED["l2_reread_cost"]
@@ -669,51 +669,46 @@ def matmul_flops(case: CaseLaunches) -> int | None:
     return None
 
 
+def _distinct_bytes(case: CaseLaunches, counted: Callable[[LaunchRecord, str], bool]) -> int:
+    """Bytes of every distinct tensor behind a pointer the case's launches pass where
+    `counted(launch, parameter)`, once: by the memory it views where the dry run knew it, else by
+    parameter name."""
+    seen: dict[str, int] = {}
+    for rec in case.launches:
+        for a in rec.args:
+            if a.kind == "ptr" and counted(rec, a.name):
+                key = a.memory or a.name
+                seen[key] = max(seen.get(key, 0), a.nbytes)
+    return sum(seen.values())
+
+
 def case_bytes_and_flops(cases: list[CaseLaunches]) -> tuple[list[int], list[int | None]]:
-    """Compulsory bytes (every distinct tensor a case's launches touch, once: by the memory it
-    views where the dry run knew it, else by parameter name) and matmul FLOPs."""
-    out_b: list[int] = []
-    out_f: list[int | None] = []
-    for c in cases:
-        seen: dict[str, int] = {}
-        for rec in c.launches:
-            for a in rec.args:
-                if a.kind == "ptr":
-                    key = a.memory or a.name
-                    seen[key] = max(seen.get(key, 0), a.nbytes)
-        out_b.append(sum(seen.values()))
-        out_f.append(matmul_flops(c))
-    return out_b, out_f
+    """Compulsory bytes (every distinct tensor a case's launches touch, once) and matmul FLOPs."""
+    return (
+        [_distinct_bytes(c, lambda rec, name: True) for c in cases],
+        [matmul_flops(c) for c in cases],
+    )
 
 
 def case_written_bytes(cases: list[CaseLaunches], source: str) -> list[int | None]:
     """Bytes each case's launches write: every distinct tensor behind a pointer the launched
-    kernel stores to or updates atomically, once (keyed as `case_bytes_and_flops` keys them).
-    None where the source does not show a kernel's writes (a kernel missing from it, or one
-    that stores only through a helper or a descriptor): what a case writes decides its roof
-    (`profile.roofs`), and a guess would hold a copy to a read stream's."""
+    kernel stores to or updates atomically, once. None where the source does not show a kernel's
+    writes (a kernel missing from it, or one that stores only through a helper or a descriptor):
+    what a case writes decides its roof (`profile.roofs`), and a guess would hold a copy to a
+    read stream's."""
     try:
-        views = {kv.name: kv for kv in kernel_views(parse_module(source))}
+        views = kernel_views(parse_module(source))
     except SyntaxError:
-        views = {}
-    written_params: dict[str, set[str]] = {}
-    for name, kv in views.items():
-        written_params[name] = {p for p in kv.params if kv.stores_to(p) or kv.atomics_on(p)}
-    out: list[int | None] = []
-    for c in cases:
-        seen: dict[str, int] = {}
-        known = bool(c.launches)
-        for rec in c.launches:
-            written = written_params.get(rec.kernel)
-            if not written:
-                known = False
-                break
-            for a in rec.args:
-                if a.kind == "ptr" and a.name in written:
-                    key = a.memory or a.name
-                    seen[key] = max(seen.get(key, 0), a.nbytes)
-        out.append(sum(seen.values()) if known else None)
-    return out
+        views = []
+    written = {
+        kv.name: {p for p in kv.params if kv.stores_to(p) or kv.atomics_on(p)} for kv in views
+    }
+    return [
+        _distinct_bytes(c, lambda rec, name: name in written[rec.kernel])
+        if c.launches and all(written.get(rec.kernel) for rec in c.launches)
+        else None
+        for c in cases
+    ]
 
 
 class CostModel:

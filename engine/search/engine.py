@@ -531,6 +531,6 @@ class Search:
             ceilings={
                 "copy_gbps": self.dev.bandwidth_gbps,
                 "bf16_tflops": self.dev.bf16_tflops,
-                "read_gbps": self.dev.read_gbps,
+                "read_gbps": self.ceilings.read_gbps if self.ceilings else 0.0,
             },
         )
