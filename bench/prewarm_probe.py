@@ -13,12 +13,11 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import time
 from pathlib import Path
 
 from kernelbrain.engine.evaluate import messages as m
-from kernelbrain.engine.evaluate.pool import WorkerPool
+from kernelbrain.engine.evaluate.pool import WorkerPool, default_compile_workers
 from kernelbrain.engine.search.prewarm import Prewarm
 from kernelbrain.engine.task import find_task
 
@@ -51,7 +50,7 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("targets", nargs="+")
     ap.add_argument("--out", type=Path, required=True)
-    ap.add_argument("--workers", type=int, default=max(1, min(4, os.cpu_count() or 2)))
+    ap.add_argument("--workers", type=int, default=default_compile_workers())
     args = ap.parse_args()
     devices = [f"compile:{i}" for i in range(args.workers)]
     rows = []

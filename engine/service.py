@@ -47,7 +47,7 @@ class OptimizeRequest:
     device: str = "auto"
     seed: int = 0
     mutators: list[str] | None = None  # None: every offline mutator
-    compile_workers: int | None = None  # None: one a core, at most four
+    compile_workers: int | None = None  # None: `pool.default_compile_workers()`
     wait: bool = False  # another search of the kernel running: wait for it (else SearchBusy)
     llm: LLMSettings | None = None  # None: offline mutators only (the key travels apart)
     memory: bool | None = None  # the experience memory; None: on unless KERNELBRAIN_MEMORY=off

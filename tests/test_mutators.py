@@ -353,6 +353,49 @@ def test_grouped_order_only_for_ungrouped_matmul():
     assert propose("grouped-order", task, p.source) == []  # already grouped
 
 
+SUITE = EXAMPLES.parent / "bench" / "suite"
+
+
+def suite_matmul() -> tuple[Task, str]:
+    task = find_task(SUITE / "matmul_bf16.py", "matmul_bf16_kernel")
+    return task, open(task.file).read()
+
+
+@pytest.mark.slow
+def test_grouped_order_groups_a_1d_grid_split_by_division(pool):
+    """Public matmuls often walk a 1-D grid row by row (`pid_m = pid // n_tiles_n`, `pid_n = pid %
+    n_tiles_n`): the grouped walk replaces the two divisions, the grid stays, and the variant is
+    verified. A divisor that is not the column tiles' count is no row-major walk: left alone."""
+    task, source = suite_matmul()
+    p = propose("grouped-order", task, source)[0]
+    assert "pid_m = pid // n_tiles_n" not in p.source and "group_size_m" in p.source
+    assert "grid = (triton.cdiv(M, 32) * triton.cdiv(N, 32),)" in p.source
+    assert "GROUP_M=8)" in p.source and "# fmt: skip  # fmt: skip" not in p.source
+    assert propose("grouped-order", task, p.source) == []  # already grouped
+    report = verify(pool, task, p.source, "cpu")
+    assert report.accepted, f"{report.stage}/{report.reason}: {report.message}"
+    other = source.replace("n_tiles_n = tl.cdiv(N, BLOCK_N)", "n_tiles_n = tl.cdiv(M, BLOCK_M)")
+    assert propose("grouped-order", task, other) == []
+
+
+def test_config_tells_a_1d_grids_equal_tiles_apart_by_the_sizes_they_mask():
+    """The suite's naive bf16 matmul passes 32 for all three tiles and sizes its 1-D grid
+    `cdiv(M, 32) * cdiv(N, 32)`: one program id scales both BLOCK_M and BLOCK_N, so the grid axis
+    cannot tell them apart. The kernel masks `rm < M` with BLOCK_M's offsets and `rn < N` with
+    BLOCK_N's, so each literal has one owner and the tiles move on their own (to Triton's
+    128 x 256 x 64 Hopper tile, which all-equal tiles never reach)."""
+    task, source = suite_matmul()
+    knobs = [m.knobs for m in propose("config", task, source)]
+    assert any(k["BLOCK_M"] != k["BLOCK_N"] for k in knobs)
+    big = next(
+        m
+        for m in propose("config", task, source)
+        if (m.knobs["BLOCK_M"], m.knobs["BLOCK_N"], m.knobs["BLOCK_K"]) == (128, 256, 64)
+    )
+    assert "grid = (triton.cdiv(M, 128) * triton.cdiv(N, 256),)" in big.source
+    assert "BLOCK_M=128, BLOCK_N=256, BLOCK_K=64" in big.source
+
+
 def test_hints_only_where_offsets_are_block_aligned():
     src = textwrap.dedent("""
         import torch, triton

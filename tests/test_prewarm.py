@@ -174,3 +174,13 @@ def test_a_worker_outlives_the_thread_that_started_it():
         pid = worker.proc.pid
         assert isinstance(pool.call("compile:0", m.Ping(), 120.0), m.Ready)
         assert worker.proc.pid == pid and worker.alive and pool.restarts == 0
+
+
+def test_compile_workers_grow_with_a_large_host_but_stay_bounded():
+    """Small machines keep one a core (up to four); a 16-core GPU host gets eight, so candidates'
+    compiles keep pace with the GPU; no host gets more than eight."""
+    from kernelbrain.engine.evaluate.pool import default_compile_workers
+
+    assert [default_compile_workers(c) for c in (1, 2, 4, 8)] == [1, 2, 4, 4]
+    assert default_compile_workers(16) == 8 and default_compile_workers(128) == 8
+    assert default_compile_workers(12) == 6

@@ -107,18 +107,11 @@ def tied_literals(
             ):
                 continue
             owners = [t for t, v in tiles.items() if v == node.value and t not in passed]
-            if len(owners) > 1:  # e.g. BLOCK_M == BLOCK_N: `(cdiv(n_cols, 64), 1)` belongs to the
-                # tile that scales `tl.program_id(0)` in the kernel, or `cdiv(M, 64)` to the one named after M
-                axis = _grid_axis(grid, node)
-                dim = _cdiv_dim(grid, node)
-                named = (
-                    [t for t in owners if t in lv.kernel.axis_tiles(axis)]
-                    if axis is not None
-                    else []
-                ) or [t for t in owners if dim and t.upper().endswith(dim.upper())]
-                if len(named) != 1:
+            if len(owners) > 1:  # e.g. BLOCK_M == BLOCK_N: `(cdiv(n_cols, 64), 1)`
+                named = _owner(lv, grid, node, owners)
+                if named is None:
                     shared.append(frozenset(owners))
-                owners = named or owners[:1]
+                owners = [named] if named else owners[:1]
             if owners:
                 out[owners[0]].append(node)
     return out, shared
@@ -181,10 +174,40 @@ def _grid_axis(grid: ast.expr, literal: ast.Constant) -> int | None:
     return None
 
 
-def _cdiv_dim(grid: ast.expr, literal: ast.Constant) -> str | None:
+def _cdiv_size(grid: ast.expr, literal: ast.Constant) -> ast.expr | None:
+    """`M` in the grid's `triton.cdiv(M, literal)`."""
     for node in ast.walk(grid):
         if isinstance(node, ast.Call) and len(node.args) == 2 and node.args[1] is literal:
-            return ast.unparse(node.args[0]).split(".")[-1].split("[")[0]
+            return node.args[0]
+    return None
+
+
+def _owner(lv, grid: ast.expr, literal: ast.Constant, owners: list[str]) -> str | None:
+    """Which of several equal constexprs a grid literal stands for, or None where nothing tells.
+    Each clue narrows the owners in turn: the tile that scales `tl.program_id(axis)` for the
+    grid axis the literal sizes; the tile whose offsets the kernel masks with the size the
+    literal divides (`cdiv(M, 32)` where the launch passes `M` for a parameter masked by
+    `BLOCK_M`'s offsets); the tile named after that size. A 1-D grid of a matmul
+    (`cdiv(M, 32) * cdiv(N, 32)`) scales one program id by both tiles: only the masks tell
+    `BLOCK_M` from `BLOCK_N` there, and without them all three of the suite's naive bf16 draft's
+    32s changed together, so no configuration reached Triton's fast 128 x 256 x 64 Hopper tile."""
+    axis = _grid_axis(grid, literal)
+    size = _cdiv_size(grid, literal)
+    clues: list[set[str]] = []
+    if axis is not None:
+        clues.append(lv.kernel.axis_tiles(axis))
+    if size is not None:
+        text = ast.unparse(size)
+        params = [p for p, arg in lv.args.items() if ast.unparse(arg) == text]
+        clues.append(set().union(*(lv.kernel.masked_tiles(p) for p in params)))
+        dim = text.split(".")[-1].split("[")[0].upper()
+        clues.append({t for t in owners if dim and t.upper().endswith(dim)})
+    left = list(owners)
+    for clue in clues:
+        narrowed = [t for t in left if t in clue]
+        left = narrowed or left
+        if len(left) == 1:
+            return left[0]
     return None
 
 

@@ -61,7 +61,11 @@ class Edits:
         body = _render(new.body, body_indent, originals)
         first = fn.decorator_list[0] if fn.decorator_list else fn
         start = self.offset(first.lineno, 0)
-        end = self.offset(fn.end_lineno, fn.end_col_offset)  # type: ignore[arg-type]
+        end_col = fn.end_col_offset
+        last = lines[fn.end_lineno - 1]  # type: ignore[operator]
+        if last[end_col:].strip().startswith("#"):
+            end_col = len(last)  # the body's text carries the last line's trailing comment
+        end = self.offset(fn.end_lineno, end_col)  # type: ignore[arg-type]
         self._edits.append((start, end, "\n".join(header + body)))
         return self
 

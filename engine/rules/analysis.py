@@ -236,6 +236,38 @@ class KernelView:
                         out.add(tile.id)
         return out
 
+    def masked_tiles(self, size: str) -> set[str]:
+        """Constexpr parameters whose `tl.arange(0, TILE)` offsets the kernel compares with the
+        parameter `size` (`rm < M` or `rk < K - k`, `rm = pid_m * BLOCK_M + tl.arange(0,
+        BLOCK_M)`): the tile that walks that dimension, whatever the names say."""
+
+        def bounded_by_size(n: ast.expr) -> bool:
+            while isinstance(n, ast.BinOp) and isinstance(n.op, ast.Sub):
+                n = n.left
+            return isinstance(n, ast.Name) and n.id == size
+
+        out = set()
+        tiles = [name for name, p in self.params.items() if p.constexpr]
+        for n in self.nodes:
+            if not (
+                isinstance(n, ast.Compare)
+                and len(n.ops) == 1
+                and isinstance(n.ops[0], ast.Lt)
+                and bounded_by_size(n.comparators[0])
+            ):
+                continue
+            for tile in tiles:
+
+                def is_arange(c: ast.AST, tile: str = tile) -> bool:
+                    return tl_name(self.pm, c) == "arange" and any(
+                        isinstance(a, ast.Name) and a.id == tile
+                        for a in c.args  # type: ignore[attr-defined]
+                    )
+
+                if self.reaches(n.left, f"arange:{tile}", is_arange):
+                    out.add(tile)
+        return out
+
     def casts_to_int64(self, expr: ast.AST) -> bool:
         def is_cast(n: ast.AST) -> bool:
             if method_call(n, "to") or tl_name(self.pm, n) == "cast":

@@ -9,7 +9,6 @@ the store, so a later search of the same kernel source resumes where this one st
 
 from __future__ import annotations
 
-import os
 import threading
 from pathlib import Path
 from typing import Callable
@@ -21,7 +20,7 @@ from ..api.results import BaselineCase, BudgetReport, SearchEvent, SearchResult
 from ..evaluate import messages as m
 from ..evaluate.candidate import candidate_id
 from ..evaluate.devices import is_gpu
-from ..evaluate.pool import WorkerPool
+from ..evaluate.pool import WorkerPool, default_compile_workers
 from ..evaluate.verify import bench
 from ..evaluate.work_floor import WorkFloor
 from ..index.builder import source_hash
@@ -100,7 +99,7 @@ class Search:
         self.mutators = {
             k: v for k, v in sorted(load_mutators().items()) if mutators is None or k in mutators
         }
-        n = compile_workers or max(1, min(4, os.cpu_count() or 2))
+        n = compile_workers or default_compile_workers()
         self.original = Path(task.file).read_text(encoding="utf-8")
         self.key = kernel_key(task.file, task.kernel, source_hash(self.original))
         self.store = store
