@@ -413,12 +413,15 @@ def harness_gate(draft_source: str, stub_source: str, required: list[str]) -> Re
     return _reaches_outside(tree, stub) or _runs_at_import(tree, stub)
 
 
-def _harmless(value: ast.expr) -> bool:
+def _harmless(value: ast.expr, kept=lambda n: False) -> bool:
     """A value whose evaluation cannot do anything: literals, names, arithmetic,
-    `triton.Config(...)` lists, lambdas (defined, not run: their bodies are not looked at)."""
+    `triton.Config(...)` lists, lambdas (defined, not run: their bodies are not looked at), and
+    parts for which `kept` holds (what the original already ran at import, unchanged)."""
     stack = [value]
     while stack:
         n = stack.pop()
+        if kept(n):
+            continue
         if isinstance(n, ast.Lambda):
             stack.extend(n.args.defaults + [d for d in n.args.kw_defaults if d is not None])
             continue
@@ -564,19 +567,34 @@ def _runs_at_import(tree: ast.Module, original: ast.Module) -> Rejection | None:
     lazy_annotations = any(
         isinstance(n, ast.ImportFrom) and n.module == "__future__" for n in tree.body
     )
+    before = {n.name: ast.dump(n) for n in original.body if isinstance(n, ast.FunctionDef)}
+    changed = {
+        n.name
+        for n in tree.body
+        if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))
+        and before.get(n.name) != ast.dump(n)
+    }
+
+    def kept(expr: ast.AST) -> bool:
+        """Code the original ran at import, calling none of the module's functions the candidate
+        changed (`configs=_configs() + [...]` with `_configs` as it was)."""
+        return ast.dump(expr) in orig_nodes and not any(
+            isinstance(c, ast.Call) and getattr(c.func, "id", None) in changed
+            for c in ast.walk(expr)
+        )
 
     def fine(expr: ast.expr | None) -> bool:
-        return expr is None or ast.dump(expr) in orig_nodes or _harmless(expr)
+        return expr is None or kept(expr) or _harmless(expr)
 
     def decorator_fine(deco: ast.expr) -> bool:
-        if ast.dump(deco) in orig_nodes:
+        if kept(deco):
             return True
         target = deco.func if isinstance(deco, ast.Call) else deco
         name = target.attr if isinstance(target, ast.Attribute) else getattr(target, "id", "")
         if name not in KNOWN_DECORATORS:
             return False
         return not isinstance(deco, ast.Call) or all(
-            _harmless(a) for a in deco.args + [k.value for k in deco.keywords]
+            _harmless(a, kept) for a in deco.args + [k.value for k in deco.keywords]
         )
 
     def definition(node, where: str) -> Rejection | None:
@@ -617,7 +635,7 @@ def _runs_at_import(tree: ast.Module, original: ast.Module) -> Rejection | None:
     def statement(stmt, where: str) -> Rejection | None:
         if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
             return definition(stmt, where)
-        if ast.dump(stmt) in orig_nodes or isinstance(stmt, (ast.Import, ast.ImportFrom, ast.Pass)):
+        if kept(stmt) or isinstance(stmt, (ast.Import, ast.ImportFrom, ast.Pass)):
             return None
         if isinstance(stmt, (ast.Assign, ast.AnnAssign)) and stmt.value is not None:
             targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]

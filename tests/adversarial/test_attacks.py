@@ -359,3 +359,31 @@ def test_what_a_candidate_leaves_in_its_runner_ends_with_the_search(tmp_path):
                store=Store(workspace), pool=pool).run()  # fmt: skip
         result = run_harness(pool, task, looks, "cpu")
         assert result.accepted, result.message
+
+
+def test_code_the_original_ran_at_import_stays_allowed_only_while_what_it_calls_is_unchanged():
+    """Projects build autotune lists in helpers (`configs=_configs()`): widening such a list
+    (`_configs() + [...]`) keeps the original's import-time call, which the gate lets through.
+    A candidate that keeps the call but changes the helper has it run new code at import
+    (here a 16 TiB allocation): refused as module code, like any new import-time code."""
+    from kernelbrain.engine.evaluate.policy import static_gate
+    from kernelbrain.engine.mutate import MutationContext, load_mutators
+
+    corpus = Path(__file__).resolve().parents[1] / "corpus"
+    task = find_task(corpus / "matmul_pruned.py", "matmul_kernel")
+    original = Path(task.file).read_text()
+    widened = list(load_mutators()["autotune-space"].propose(MutationContext(task, original)))
+    assert widened and all("_configs() + [" in w.source for w in widened)
+    assert [static_gate(task, original, w.source) for w in widened] == [None] * len(widened)
+    helper = "    configs = []\n"
+    boot = widened[0].source.replace(
+        helper, helper + "    torch.empty(1 << 44, dtype=torch.uint8)\n"
+    )
+    assert boot != widened[0].source
+    rejection = static_gate(task, original, boot)
+    assert rejection is not None and rejection.reason == "module-code", rejection
+    assert "_configs()" in rejection.message
+    # the same helper change under the unchanged original decorator: what it calls changed
+    plain = original.replace(helper, helper + "    torch.empty(1 << 44, dtype=torch.uint8)\n")
+    rejection = static_gate(task, original, plain)
+    assert rejection is not None and rejection.reason == "module-code", rejection
