@@ -459,6 +459,36 @@ def test_dispatch_ingredients_include_quick_timed_candidates_on_a_gpu(pool, tmp_
     assert built == []
 
 
+def test_a_shape_every_variant_slows_runs_the_original(pool, tmp_path, monkeypatch):
+    """One structure wins the search but loses one shape to the draft (H200 suite: the bf16
+    matmul's best 5% slower than its draft on 128x128x128, attention's 8% on 1x4x128x64): the
+    end game dispatches that shape to the original, and the dispatching variant is correct on
+    both sides. Where the variant loses nowhere, no dispatch is built."""
+    from kernelbrain.engine.search.node import Node
+
+    search, task, source = gpu_search_with_original(pool, tmp_path, "softmax")
+    wide = next(
+        p
+        for p in load_mutators()["config"].propose(MutationContext(task, source))
+        if p.knobs.get("num_warps") == 8
+    )
+    lead = Node("lead", wide.source, "config", "", "original", outcome="verified")
+    lead.timing = per_case_timing(search.population.labels, [1.30, 0.80, 1.30])
+    search.population.nodes.update(lead=lead)
+    built = []
+    monkeypatch.setattr(search.ladder, "generation", lambda nodes, force=False: built.extend(nodes))
+    search.endgame.dispatch()
+    assert [n.dispatch for n in built] == [True]
+    assert built[0].origin == "dispatch(original | config)", built[0].origin
+    assert "`original` where x.shape[1] <= 1024" in built[0].description
+    report = verify(pool, task, built[0].source, "cpu")
+    assert report.accepted, report.message
+    built.clear()
+    lead.timing = per_case_timing(search.population.labels, [1.30, 1.00, 1.30])
+    search.endgame.dispatch()
+    assert built == []
+
+
 def test_shape_winners_and_other_structures_are_expanded_and_a_climb_is_progress(pool, tmp_path):
     """Results are dispatched per shape, so a variant that wins one shape is kept by the halving
     and expanded however it does on the geomean; tuning steps do not make a structure of their
