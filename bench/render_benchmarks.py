@@ -132,15 +132,14 @@ def suite_order() -> list[str]:
     return [name for name, _, _ in kernels()]
 
 
-def suite_table() -> list[str]:
-    """The GPU benchmark suite (bench/run_suite.py): every first draft of the examples, the
-    corpus and bench/suite searched under one budget, timed alone by one method. Each kernel's
-    latest result at the latest run's budget, each row naming its run: a run on one GPU covers a
-    few kernels, and the table a user reads should hold every kernel measured so far."""
+def latest_suite() -> tuple[list[dict], float | None]:
+    """(each kernel's latest suite result at the latest run's budget, in suite order; that
+    budget): what the suite table and its plots show. A run on one GPU covers a few kernels, and
+    what a user reads should hold every kernel measured so far."""
     rows = [json.loads(p.read_text()) for p in sorted(RESULTS.glob("suite-*.json"))]
     rows = [r for r in rows if r.get("kind") == "suite"]
     if not rows:
-        return []
+        return [], None
     budget = max(rows, key=lambda k: (k["date"], k["run"])).get("budget_s")
     latest: dict[str, dict] = {}
     for k in sorted(
@@ -148,7 +147,16 @@ def suite_table() -> list[str]:
     ):
         latest[k["op"]] = k
     order = {name: i for i, name in enumerate(suite_order())}
-    kernels = sorted(latest.values(), key=lambda k: order.get(k["op"], len(order)))
+    return sorted(latest.values(), key=lambda k: order.get(k["op"], len(order))), budget
+
+
+def suite_table() -> list[str]:
+    """The GPU benchmark suite (bench/run_suite.py): every first draft of the examples, the
+    corpus and bench/suite searched under one budget, timed alone by one method; each kernel's
+    latest result (`latest_suite`), each row naming its run."""
+    kernels, budget = latest_suite()
+    if not kernels:
+        return []
     runs = sorted({(k["date"], k["run"]) for k in kernels})
     r = {"kernels": kernels, "budget_s": budget}
     cases = [c for k in r["kernels"] for c in k.get("cases", [])]
@@ -160,7 +168,7 @@ def suite_table() -> list[str]:
         k["wall_s"] / k["budget_s"] for k in r["kernels"] if k.get("wall_s") and k.get("budget_s")
     ]
     out = [
-        f"### The benchmark suite ({len(kernels)} of {len(order)} kernels, "
+        f"### The benchmark suite ({len(kernels)} of {len(suite_order())} kernels, "
         f"{fmt(budget, '.0f')} s budget each, offline mutators; each kernel's latest run: "
         f"{', '.join(f'{run} ({date})' for date, run in runs)})",
         "",
@@ -297,6 +305,38 @@ def launcher_table() -> list[str]:
     return out + [""]
 
 
+def matmul_probe_table() -> list[str]:
+    """What hand-written Triton reaches against cuBLAS by kernel structure (bench/matmul_probe.py):
+    the bound a matmul search from a naive draft can hope for."""
+    rows = latest("matmul-probe")
+    if not rows:
+        return []
+    kinds = [("pointer", "pointer loads, grouped"), ("tma", "tensor descriptors, grouped"),
+             ("tma_persistent", "tensor descriptors, persistent")]  # fmt: skip
+    out = [
+        "### Hand-written Triton bf16 matmuls against cuBLAS, by structure (best of "
+        "7 Hopper configurations each)",
+        "",
+        "| shape (M×N×K) | cuBLAS µs | " + " | ".join(label for _, label in kinds) + " | run |",
+        "|---|---|" + "---|" * len(kinds) + "---|",
+    ]
+    for r in rows:
+        for row in r["rows"]:
+            cells = []
+            for kind, _ in kinds:
+                b = row["best"].get(kind)
+                bm, bn, bk, w, st = b["config"] if b else (None,) * 5
+                cells.append(
+                    f"{b['of_cublas']:.2f}× ({bm}×{bn}×{bk}, {w} warps, {st} stages)" if b else "–"
+                )
+            shape = "×".join(str(x) for x in row["shape"])
+            out.append(
+                f"| {shape} | {fmt(row['cublas_us'], '.1f')} | {' | '.join(cells)} | "
+                f"{r['run']} ({r['date']}) |"
+            )
+    return out + [""]
+
+
 def memory_table() -> list[str]:
     """A second search of a similar kernel with and without the experience memory (CPU)."""
     rows = latest("memory")
@@ -391,6 +431,7 @@ def render() -> str:
             *search_table(),
             *corpus_table(),
             *launcher_table(),
+            *matmul_probe_table(),
             *memory_table(),
             *ladder_table(),
             *judge_table(),

@@ -209,6 +209,7 @@ def record(args) -> int:
                 "budget_s": r.get("budget_s"),
                 "candidates": spent.get("candidates"),
                 "stopped": r.get("stopped"),
+                "rung_seconds": r.get("rung_seconds"),  # where the wall time went
                 **full_verification(r),
                 "cases": [
                     case_row(
@@ -233,22 +234,23 @@ def record(args) -> int:
         path = ROOT / "bench" / "results" / f"suite-{args.run}-{row['op'].replace(':', '-')}.json"
         path.write_text(json.dumps({**head, **row}, indent=1) + "\n")
         print(path)
-    out = {**head, "kernels": rows}
-    plot(out)
+    from render_benchmarks import latest_suite
+
+    plot(latest_suite()[0])  # the table's rows, not only this run's
     subprocess.run([sys.executable, str(ROOT / "bench" / "render_benchmarks.py")], check=True)
     return 0
 
 
-def plot(suite: dict) -> None:
-    """Two PNGs: per case, the best against the better torch.compile mode, and the fraction of
-    its ceiling; both linked from BENCHMARKS.md."""
+def plot(kernels: list[dict]) -> None:
+    """Two PNGs over the suite table's rows: per case, the best against the better torch.compile
+    mode, and the fraction of its ceiling; both linked from BENCHMARKS.md."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     labels, vs, frac = [], [], []
-    for k in suite["kernels"]:
+    for k in kernels:
         for c in k.get("cases", []):
             labels.append(f"{k['op'].split(':')[-1]} {c['label'][:28]}")
             vs.append(c.get("x_compile") or 0.0)
@@ -263,7 +265,10 @@ def plot(suite: dict) -> None:
         ax.axvline(line, color="black", linewidth=0.8)
         ax.set_yticks(range(len(labels)), labels, fontsize=6)
         ax.invert_yaxis()
-        ax.set_title(f"{title}\n{suite['gpu']}, run {suite['run']} ({suite['date']})", fontsize=9)
+        gpus = sorted({k.get("gpu") or "?" for k in kernels})
+        runs = sorted({(k["date"], k["run"]) for k in kernels})
+        ax.set_title(f"{title}\n{'; '.join(gpus)}; runs {', '.join(r for _, r in runs)} "
+                     f"({runs[0][0]} to {runs[-1][0]})", fontsize=9)  # fmt: skip
         fig.tight_layout()
         fig.savefig(PLOTS / f"suite-{name}.png", dpi=110)
         plt.close(fig)
