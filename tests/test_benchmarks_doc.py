@@ -61,6 +61,13 @@ def test_the_suite_covers_its_three_folders_and_shards_split_it_without_overlap(
     assert case_row(near, {}, launch_floor_us=3.0)["why"] is None  # the kernel has room
     assert case_row({**near, "compile_us": 6.0}, {}, launch_floor_us=4.8)["why"] is None  # ahead
     assert case_row(near, {})["why"] is None  # no floor measured
+    # a memory-bound case that trails at 90% of its roof or more has at most the rest to gain
+    at_roof = {"label": "x", "alone_us": 10.0, "compile_us": 9.5, "gbps": 3900.0}
+    assert case_row({**at_roof, "frac_copy": 0.93}, {})["why"] == "roof"
+    assert case_row({**at_roof, "frac_copy": 0.85}, {})["why"] is None
+    assert case_row({**at_roof, "frac_copy": 0.93, "compile_us": 11.0}, {})["why"] is None
+    matmul = {**at_roof, "frac_cublas": 0.95}  # cuBLAS is no bandwidth roof
+    assert case_row(matmul, {})["why"] is None
     # bandwidth is a fraction of copy; no bytes at all (no launch seen) is no fraction
     streamed = {"label": "x", "alone_us": 10.0, "gbps": 3000.0, "frac_copy": 0.7}
     assert case_row(streamed, {})["of_ceiling"] == 0.7
