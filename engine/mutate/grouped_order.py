@@ -58,7 +58,7 @@ def _bound(kv, var: str) -> tuple[str, str] | None:
 
 
 def _two_d(body: list[ast.stmt]) -> tuple[str, str, list[int], str | None] | None:
-    """(row id, column id, statements they replace, None): `pid_m = tl.program_id(0)` and
+    """(row id, column id, the statements the grouped walk replaces, None): `pid_m = tl.program_id(0)` and
     `pid_n = tl.program_id(1)`; the grouped walk reads a new `pid`."""
     idx = [next((i for i, s in enumerate(body) if _pid_assign(s, axis)), None) for axis in (0, 1)]
     if idx[0] is None or idx[1] is None:
@@ -96,7 +96,29 @@ def _one_d(kv, body: list[ast.stmt]) -> tuple[str, str, list[int], str | None] |
         all(name in text for name in bound) and "cdiv" in text for text in counted
     ):
         return None  # a divisor that is not the column tiles' count: not a row-major walk
-    return row, col, [i_row, i_col], pid
+    replaced = [i_row, i_col]
+    # the divisor's own local goes too when nothing else reads it (`n_tiles_n = tl.cdiv(...)`)
+    defs = [i for i, s in enumerate(body) if _assigns(s) == divisor]
+    reads = [
+        n
+        for i, s in enumerate(body)
+        if i not in replaced
+        for n in ast.walk(s)
+        if isinstance(n, ast.Name) and n.id == divisor and isinstance(n.ctx, ast.Load)
+    ]
+    if len(defs) == 1 and not reads:
+        replaced.append(defs[0])
+    return row, col, replaced, pid
+
+
+def _assigns(stmt: ast.stmt) -> str | None:
+    if (
+        isinstance(stmt, ast.Assign)
+        and len(stmt.targets) == 1
+        and isinstance(stmt.targets[0], ast.Name)
+    ):
+        return stmt.targets[0].id
+    return None
 
 
 @mutator("grouped-order", "walk matmul tiles in groups so concurrent programs share operands in L2")
@@ -125,9 +147,9 @@ def propose(ctx: MutationContext):
         f"{pid_n} = {pid or 'pid'} % num_pid_in_group // group_size_m\n"
     ).body
     new_fn = copy.deepcopy(kv.node)
-    first, second = sorted(idx)
+    first = min(idx)
     new_fn.body = (
-        body[:first] + grouped + [s for k, s in enumerate(body) if k > first and k != second]
+        body[:first] + grouped + [s for k, s in enumerate(body) if k > first and k not in idx]
     )
     new_fn.args.args.append(
         ast.arg(arg="GROUP_M", annotation=ast.parse("tl.constexpr", mode="eval").body)
