@@ -149,3 +149,24 @@ def run(a, b, c):
     v = view(service, str(tmp_path / "mm.py"), src)
     assert v.facts[0].tensor_core_ops == 0
     assert "KB204" in [f.code for f in v.findings]
+
+
+def test_a_launch_needing_more_shared_memory_than_sm90_gives_is_refused(service, tmp_path):
+    """A matmul tile pipelined 5 deep at 256 x 256 x 128 needs about 640 KB of shared memory a
+    program: it compiles, but the GPU refuses the launch (OutOfResources), which on the H200
+    came to light only when a search timed such candidates. The compiled facts say so, so the
+    compile rung refuses it and the editor reports it; the draft's own tiles stay fine."""
+    path = EXAMPLES / "ops" / "matmul.py"
+    source = path.read_text()
+    huge = source.replace(
+        "BLOCK_M=64, BLOCK_N=64, BLOCK_K=32,",
+        "BLOCK_M=256, BLOCK_N=256, BLOCK_K=128, num_stages=5,",
+    )
+    assert huge != source
+    big = view(service, str(tmp_path / "m.py"), huge)
+    assert big.facts and all(not f.ok for f in big.facts)
+    assert all(f.shared_bytes > 227 * 1024 for f in big.facts)
+    assert "OutOfResources" in big.facts[0].error and "shared memory" in big.facts[0].error
+    assert "KB200" in [f.code for f in big.findings]
+    fine = view(service, str(path), source)
+    assert all(f.ok and 0 < f.shared_bytes <= 227 * 1024 for f in fine.facts)

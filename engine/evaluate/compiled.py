@@ -30,6 +30,11 @@ WIDTHS = {"64": 64, "128": 128, "U8": 8, "S8": 8, "U16": 16, "S16": 16}
 MAX_WARPS_PER_SM = 64
 REGS_PER_SM = 65536
 SMEM_PER_SM = 228 * 1024
+# The most shared memory one program may use on sm_90 (the opt-in limit a block): a launch that
+# needs more fails with OutOfResources when the GPU loads it. AOT compiles report the need, so
+# such a launch is refused at the compile rung; on the H200 four attention re-tilings (264-416 KB)
+# passed compile and the small smoke inputs and failed only when timed, each after a quick timing.
+SMEM_PER_PROGRAM = 227 * 1024
 
 
 def _tool(name: str) -> str | None:
@@ -191,6 +196,14 @@ def compile_one(
     facts.n_spills = (facts.local_bytes or 0) if facts.local_memory_ops else 0
     facts.occupancy = occupancy(facts.n_regs, facts.shared_bytes, rec.num_warps)
     facts.compile_s = time.perf_counter() - t0
+    if (facts.shared_bytes or 0) > SMEM_PER_PROGRAM and not rec.config:
+        # (an autotuner skips a configuration the GPU refuses, so only a fixed launch fails)
+        facts.ok = False
+        facts.error = (
+            f"needs {facts.shared_bytes} bytes of shared memory a program; sm_90 gives one at "
+            f"most {SMEM_PER_PROGRAM} (the launch fails with OutOfResources): smaller tiles or "
+            "fewer stages"
+        )
     return facts
 
 
