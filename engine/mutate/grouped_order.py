@@ -19,21 +19,25 @@ from .edits import Edits
 GROUP_M = 8
 
 
-def _pid_assign(stmt: ast.stmt, axis: int) -> str | None:
+def _assigns(stmt: ast.stmt) -> str | None:
+    """The name `stmt` assigns, where it is a plain `name = value`."""
     if (
         isinstance(stmt, ast.Assign)
         and len(stmt.targets) == 1
         and isinstance(stmt.targets[0], ast.Name)
     ):
-        v = stmt.value
-        if isinstance(v, ast.Call) and ast.unparse(v.func) == "tl.program_id":
-            arg = (
-                v.args[0]
-                if v.args
-                else next((k.value for k in v.keywords if k.arg == "axis"), None)
-            )
-            if isinstance(arg, ast.Constant) and arg.value == axis:
-                return stmt.targets[0].id
+        return stmt.targets[0].id
+    return None
+
+
+def _pid_assign(stmt: ast.stmt, axis: int) -> str | None:
+    if (name := _assigns(stmt)) is None:
+        return None
+    v = stmt.value  # type: ignore[attr-defined]
+    if isinstance(v, ast.Call) and ast.unparse(v.func) == "tl.program_id":
+        arg = v.args[0] if v.args else next((k.value for k in v.keywords if k.arg == "axis"), None)
+        if isinstance(arg, ast.Constant) and arg.value == axis:
+            return name
     return None
 
 
@@ -58,32 +62,32 @@ def _bound(kv, var: str) -> tuple[str, str] | None:
 
 
 def _two_d(body: list[ast.stmt]) -> tuple[str, str, list[int], str | None] | None:
-    """(row id, column id, the statements the grouped walk replaces, None): `pid_m = tl.program_id(0)` and
-    `pid_n = tl.program_id(1)`; the grouped walk reads a new `pid`."""
+    """(row id, column id, the statements the grouped walk replaces, None): `pid_m =
+    tl.program_id(0)` and `pid_n = tl.program_id(1)`; the grouped walk reads a new `pid`."""
     idx = [next((i for i, s in enumerate(body) if _pid_assign(s, axis)), None) for axis in (0, 1)]
     if idx[0] is None or idx[1] is None:
         return None
-    return _pid_assign(body[idx[0]], 0), _pid_assign(body[idx[1]], 1), idx, None  # type: ignore[return-value]
+    rows, cols = _pid_assign(body[idx[0]], 0), _pid_assign(body[idx[1]], 1)
+    return rows, cols, idx, None  # type: ignore[return-value]
 
 
 def _split(stmt: ast.stmt, op: type) -> tuple[str, str, str] | None:
-    """(target, dividend, divisor) of `target = pid // divisor` (or `%`), names and calls only."""
+    """(target, dividend, divisor) of `target = pid // divisor` (or `%`)."""
+    v = getattr(stmt, "value", None)
     if (
-        isinstance(stmt, ast.Assign)
-        and len(stmt.targets) == 1
-        and isinstance(stmt.targets[0], ast.Name)
-        and isinstance(stmt.value, ast.BinOp)
-        and isinstance(stmt.value.op, op)
-        and isinstance(stmt.value.left, ast.Name)
+        (name := _assigns(stmt)) is not None
+        and isinstance(v, ast.BinOp)
+        and isinstance(v.op, op)
+        and isinstance(v.left, ast.Name)
     ):
-        return stmt.targets[0].id, stmt.value.left.id, ast.unparse(stmt.value.right)
+        return name, v.left.id, ast.unparse(v.right)
     return None
 
 
 def _one_d(kv, body: list[ast.stmt]) -> tuple[str, str, list[int], str | None] | None:
-    """(row id, column id, statements they replace, the program id's name): `pid_m = pid //
-    n_tiles_n` and `pid_n = pid % n_tiles_n` with `pid = tl.program_id(0)` and the divisor the
-    column tiles' count (`tl.cdiv(N, BLOCK_N)`, directly or through a local)."""
+    """(row id, column id, the statements the grouped walk replaces, the program id's name):
+    `pid_m = pid // n_tiles_n` and `pid_n = pid % n_tiles_n` with `pid = tl.program_id(0)` and
+    the divisor the column tiles' count (`tl.cdiv(N, BLOCK_N)`, directly or through a local)."""
     pid = next((_pid_assign(s, 0) for s in body if _pid_assign(s, 0)), None)
     divs = [(i, d) for i, s in enumerate(body) if (d := _split(s, ast.FloorDiv)) and d[1] == pid]
     mods = [(i, d) for i, s in enumerate(body) if (d := _split(s, ast.Mod)) and d[1] == pid]
@@ -109,16 +113,6 @@ def _one_d(kv, body: list[ast.stmt]) -> tuple[str, str, list[int], str | None] |
     if len(defs) == 1 and not reads:
         replaced.append(defs[0])
     return row, col, replaced, pid
-
-
-def _assigns(stmt: ast.stmt) -> str | None:
-    if (
-        isinstance(stmt, ast.Assign)
-        and len(stmt.targets) == 1
-        and isinstance(stmt.targets[0], ast.Name)
-    ):
-        return stmt.targets[0].id
-    return None
 
 
 @mutator("grouped-order", "walk matmul tiles in groups so concurrent programs share operands in L2")
