@@ -167,11 +167,11 @@ def case_row(
 
 
 def trailing_reason(case: dict) -> str | None:
-    """The measured reason a case trails the better torch.compile mode, where there is one:
-    `launch`, its best runs within LAUNCH_BOUND of an empty Triton launch (the launch's fixed
-    cost sets its time); `roof`, its best moves at least NEAR_ROOF of its measured bandwidth roof
-    (copy or read stream), so at most the rest is left to gain. From a case row's own figures,
-    so rows recorded before a reason existed get it too."""
+    """What the table tags a case that trails the better torch.compile mode with, where a
+    measurement bounds the gap: `launch`, its best runs within LAUNCH_BOUND of an empty Triton
+    launch (the launch's fixed cost sets its time); `roof`, its best moves at least NEAR_ROOF of
+    its measured bandwidth roof (copy or read stream), so little is left to gain (how small the
+    gap is, not why it exists). From a case row's own figures, so older rows get it too."""
     best, floor = case.get("alone_us"), case.get("launch_floor_us")
     if (case.get("x_compile") or 1.0) >= 1.0 or not best:
         return None
