@@ -16,6 +16,7 @@ from types import SimpleNamespace
 import torch
 
 from . import audit
+from .compiled import MAX_WARPS_PER_SM, REGS_PER_SM, SMEM_PER_PROGRAM, SMEM_PER_SM
 from .messages import ArgSpec, CaseLaunches, LaunchRecord, SpecializeResult
 
 CPU_FALLBACK_MAX_BYTES = 2 << 30
@@ -168,17 +169,18 @@ def dry_run_inputs(entry, inputs, device: str) -> SpecializeResult:
 
 # What a dry run answers for `torch.cuda.get_device_properties`: the device the ahead-of-time
 # compiles target (sm_90, `messages.Compile.arch`), with an H200's SMs, registers, shared memory
-# and L2 (its datasheet; the cost model's `device_model.toml` holds the same SM count).
+# and L2 (its datasheet; the per-SM limits are the compiled facts' own, and the cost model's
+# `device_model.toml` holds the same SM count).
 DEVICE_STAND_IN = SimpleNamespace(
     name="dry run: sm_90 (H200)",
     major=9,
     minor=0,
     multi_processor_count=132,
-    regs_per_multiprocessor=65536,
-    shared_memory_per_multiprocessor=233472,
+    regs_per_multiprocessor=REGS_PER_SM,
+    shared_memory_per_multiprocessor=SMEM_PER_SM,
     shared_memory_per_block=49152,
-    shared_memory_per_block_optin=232448,
-    max_threads_per_multi_processor=2048,
+    shared_memory_per_block_optin=SMEM_PER_PROGRAM,
+    max_threads_per_multi_processor=32 * MAX_WARPS_PER_SM,
     warp_size=32,
     L2_cache_size=50 * 1024 * 1024,
     total_memory=141 * 1024**3,
