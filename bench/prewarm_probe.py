@@ -16,7 +16,8 @@ import json
 import time
 from pathlib import Path
 
-from kernelbrain.engine.evaluate import messages as m
+from kernelbrain.engine import protocol as m
+from kernelbrain.engine.api import facts
 from kernelbrain.engine.evaluate.pool import WorkerPool, default_compile_workers
 from kernelbrain.engine.search.prewarm import Prewarm
 from kernelbrain.engine.task import find_task
@@ -39,7 +40,7 @@ def probe(pool: WorkerPool, devices: list[str], target: str) -> dict:
     for label, text in (("first", source), ("second source", source + "\n# again\n")):
         warm = Prewarm(task, 0, devices, call)
         t = time.monotonic()
-        keys = warm.start(text, list(m.STAGES), set()).result(timeout=600)
+        keys = warm.start(text, list(facts.STAGES), set()).result(timeout=600)
         out[label] = {"keys": keys, "wall_s": round(time.monotonic() - t, 2)}
         warm.close()
     out["calls"] = calls

@@ -59,7 +59,7 @@ def _fail(args: argparse.Namespace, kind: str, message: str, code: int) -> None:
 def _harness_exit(reason: str | None, accepted: bool) -> int:
     """0 accepted; 2 when the harness is at fault (its reference, inputs or small inputs);
     1 when the kernel checked is."""
-    from .evaluate.messages import HARNESS_REASONS
+    from .api.facts import HARNESS_REASONS
 
     if accepted:
         return EXIT_OK

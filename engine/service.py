@@ -14,9 +14,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
+from .api import facts as m
 from .api.budget import DEFAULT_WALL_S, Budget
 from .api.results import SearchEvent, SearchResult
-from .evaluate import messages as m
 from .evaluate.devices import is_gpu, resolve_device
 from .evaluate.pool import WorkerPool
 from .llm import LLMMutator, LLMSettings

@@ -10,7 +10,7 @@ from pathlib import Path
 import msgspec
 import pytest
 
-from kernelbrain.engine.evaluate.messages import ArgSpec, CompiledFacts, LaunchRecord
+from kernelbrain.engine.api.facts import ArgSpec, CompiledFacts, LaunchRecord
 from kernelbrain.engine.search.cost_model import (
     DeviceModel,
     executed_instructions,
@@ -369,7 +369,7 @@ def test_one_gathered_element_is_no_pass_over_the_row():
 def test_a_host_sync_costs_more_than_the_launches_that_replace_it():
     """H200 cross_entropy: its launcher's two `.item()` checks, replaced by the same check as
     seven small launches asserted on the GPU, saved 44-50 us per case."""
-    from kernelbrain.engine.evaluate.messages import CaseLaunches
+    from kernelbrain.engine.api.facts import CaseLaunches
     from kernelbrain.engine.search.cost_model import case_time_us
 
     synced = CaseLaunches("c", [], host_ops={"max": 1, "min": 1, "_local_scalar_dense": 2})
@@ -396,7 +396,7 @@ def test_checks_on_a_side_stream_are_hidden_behind_the_kernel():
     """`overlap-checks` moves cross_entropy's seven check launches beside its kernel (H200: 21 us
     in front of an 81 us kernel, run R): the model no longer charges them while the kernel lasts
     longer, and still does when there is no kernel time to hide them behind."""
-    from kernelbrain.engine.evaluate.messages import CaseLaunches
+    from kernelbrain.engine.api.facts import CaseLaunches
     from kernelbrain.engine.mutate import MutationContext, load_mutators
     from kernelbrain.engine.search.cost_model import case_time_us, side_stream_launches
     from kernelbrain.engine.task import find_task
@@ -684,7 +684,8 @@ def test_a_tensor_passed_under_two_names_is_counted_once():
     """The corpus' fused cross-entropy passes its logits as the gradient buffer when none is
     needed: that case reads the logits once and writes no gradient, so its compulsory bytes are
     the logits' and not twice them (a suite table showed it at 156% of copy)."""
-    from kernelbrain.engine.evaluate import messages as m
+    from kernelbrain.engine import protocol as m
+    from kernelbrain.engine.api import facts
     from kernelbrain.engine.evaluate.pool import WorkerPool
     from kernelbrain.engine.search.cost_model import case_bytes_and_flops
     from kernelbrain.engine.task import find_task
@@ -693,7 +694,7 @@ def test_a_tensor_passed_under_two_names_is_counted_once():
     task = find_task(corpus / "cross_entropy_grad.py", "ce_fwd_grad_kernel")
     with WorkerPool() as pool:
         spec = pool.call("compile:0", m.Specialize(task, None, seed=0), 300.0)
-    assert isinstance(spec, m.SpecializeResult) and len(spec.cases) == 2, spec
+    assert isinstance(spec, facts.SpecializeResult) and len(spec.cases) == 2, spec
     logits = 4096 * 8192 * 4  # both cases: fp32, 2^25 elements
     with_grad, without = case_bytes_and_flops(spec.cases)[0]
     assert with_grad >= 2 * logits  # the gradient is its own tensor
@@ -705,7 +706,8 @@ def test_what_a_case_writes_comes_from_the_kernels_stores():
     cross-entropy and a column sum write a few bytes per row or column of what they read (each a
     reduction, held to the read stream), a softmax writes as much as it reads, and a kernel the
     source does not hold has unknown writes."""
-    from kernelbrain.engine.evaluate import messages as m
+    from kernelbrain.engine import protocol as m
+    from kernelbrain.engine.api import facts
     from kernelbrain.engine.evaluate.pool import WorkerPool
     from kernelbrain.engine.profile.roofs import bandwidth_roof
     from kernelbrain.engine.search.cost_model import case_bytes_and_flops, case_written_bytes
@@ -717,7 +719,7 @@ def test_what_a_case_writes_comes_from_the_kernels_stores():
         for name in ("cross_entropy", "col_sum", "softmax"):
             task = find_task(ops / f"{name}.py", f"{name}_kernel")
             spec = pool.call("compile:0", m.Specialize(task, None, seed=0), 300.0)
-            assert isinstance(spec, m.SpecializeResult) and spec.cases, spec
+            assert isinstance(spec, facts.SpecializeResult) and spec.cases, spec
             source = Path(task.file).read_text()
             moved, _ = case_bytes_and_flops(spec.cases)
             written = case_written_bytes(spec.cases, source)

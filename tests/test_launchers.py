@@ -82,14 +82,15 @@ def test_a_warmup_launcher_is_dry_run_with_stand_ins_for_the_gpu():
     ahead-of-time compiles like any kernel. The stand-ins are gone once the dry run ends."""
     import torch
 
-    from kernelbrain.engine.evaluate import messages as m
+    from kernelbrain.engine import protocol as m
+    from kernelbrain.engine.api import facts
     from kernelbrain.engine.evaluate.specialize import _record
     from kernelbrain.engine.search.cost_model import case_bytes_and_flops
 
     task = find_task(CORPUS / "softmax_warmup.py", "softmax_kernel")
     with WorkerPool() as pool:
         spec = pool.call("compile:0", m.Specialize(task, None, seed=0), 300.0)
-    assert isinstance(spec, m.SpecializeResult) and spec.error is None, spec
+    assert isinstance(spec, facts.SpecializeResult) and spec.error is None, spec
     launches = [c.launches for c in spec.cases]
     assert [len(ls) for ls in launches] == [1, 1]
     first = launches[0][0]

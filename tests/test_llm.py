@@ -187,7 +187,7 @@ def test_no_key_is_said_once_and_nothing_is_sent(ws):
 
 
 def test_the_prompt_carries_the_roofline_and_what_paid_on_similar_kernels():
-    from kernelbrain.engine.evaluate.messages import CaseBench, Ceilings
+    from kernelbrain.engine.api.facts import CaseBench, Ceilings
     from kernelbrain.engine.llm.prompt import Diagnosis, proposal_messages
     from kernelbrain.engine.mutate import MutationContext
     from kernelbrain.engine.profile.measured import roofline

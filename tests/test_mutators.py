@@ -267,7 +267,7 @@ def test_single_pass_refuses_single_loop_and_loop_free_kernels():
 def test_single_pass_keeps_rows_up_to_max_row_without_spills(pool):
     """The widest row the single pass takes (the softmax example's 1024x32768 case) compiles for
     sm_90 without spills: the bound MAX_ROW is what registers hold, not a guess."""
-    from kernelbrain.engine.evaluate import messages as m
+    from kernelbrain.engine import protocol as m
     from kernelbrain.engine.mutate.single_pass import MAX_ROW
 
     task, source = example("softmax")

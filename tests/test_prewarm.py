@@ -6,7 +6,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from kernelbrain.engine.evaluate import messages as m
+from kernelbrain.engine import protocol as m
+from kernelbrain.engine.api import facts
 from kernelbrain.engine.evaluate.pool import WorkerPool
 from kernelbrain.engine.search.prewarm import Prewarm
 from kernelbrain.engine.task import find_task
@@ -28,8 +29,8 @@ def test_stage_inputs_are_dry_run_and_compiled_ahead(private_cache):
         assert {a.dtype for c in smoke.cases for a in c.launches[0].args if a.kind == "ptr"} == {
             "fp16"
         }
-        known = {m.compile_key(r) for c in bench.cases for r in c.launches}
-        smoke_keys = {m.compile_key(r) for c in smoke.cases for r in c.launches}
+        known = {facts.compile_key(r) for c in bench.cases for r in c.launches}
+        smoke_keys = {facts.compile_key(r) for c in smoke.cases for r in c.launches}
         assert smoke_keys - known
         assert any("size" in c.label for c in full.cases) and any(
             "edge:" in c.label for c in full.cases
@@ -48,10 +49,10 @@ def test_stage_inputs_are_dry_run_and_compiled_ahead(private_cache):
             assert prewarm.start(source, ["smoke"], known).result(timeout=600) == 0
             # Another process compiling the same specialisation finds it in the cache: nothing new.
             rec = next(r for c in smoke.cases for r in c.launches)
-            (facts,) = pool.call(
+            (compiled,) = pool.call(
                 "compile:1", m.Compile(source, task.file, [rec], sass=False), 300.0
             ).facts
-            assert facts.ok and cache_entries(private_cache) == entries
+            assert compiled.ok and cache_entries(private_cache) == entries
         finally:
             prewarm.close()
 
@@ -65,7 +66,7 @@ def test_a_candidate_that_fails_its_dry_run_only_loses_the_head_start(private_ca
     )
     with WorkerPool() as pool:
         spec = pool.call("compile:0", m.Specialize(task, broken, seed=0, stages=["smoke"]), 300.0)
-        assert isinstance(spec, m.SpecializeResult) and spec.cases == []
+        assert isinstance(spec, facts.SpecializeResult) and spec.cases == []
         prewarm = Prewarm(task, 0, ["compile:0"], pool.call)
         try:
             assert prewarm.start(broken, ["smoke"], set()).result(timeout=300) == 0
@@ -133,7 +134,7 @@ def test_ahead_of_time_cache_key_is_the_jits(tmp_path):
         ]
         bound = dict(zip(fn.arg_names, args))
         _, jit_sig, jit_consts, jit_attrs = fn._pack_args(backend, {}, bound, spec, None)
-        rec = m.LaunchRecord(
+        rec = facts.LaunchRecord(
             kernel="matmul_kernel",
             grid=(1,),
             num_warps=4,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import msgspec
 
-from kernelbrain.engine.evaluate.messages import CaseBench, Ceilings
+from kernelbrain.engine.api.facts import CaseBench, Ceilings
 from kernelbrain.engine.profile.measured import classify, measured_findings
 from kernelbrain.engine.profile.ncu import parse_csv
 from kernelbrain.engine.profile.whole_program import rank, workspace_kernels

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from kernelbrain.engine.api.budget import Budget, parse_duration
-from kernelbrain.engine.evaluate.messages import ArgSpec, CaseLaunches
+from kernelbrain.engine.api.facts import ArgSpec, CaseLaunches
 from kernelbrain.engine.evaluate.pool import WorkerPool
 from kernelbrain.engine.evaluate.verify import verify
 from kernelbrain.engine.mutate import MutationContext, load_mutators
@@ -220,7 +220,7 @@ def test_final_ab_covers_the_best_and_its_closest_rivals(pool, tmp_path):
     were faster than the original, however far behind (an H200 search's best timed 1.56x, then
     1.41x in its final A/B, behind a rival at 1.51x; another's timed 2.67x, then 1.88x, and its
     rivals at 2.37x, 11% behind, were not re-timed)."""
-    from kernelbrain.engine.evaluate.messages import TimingResult
+    from kernelbrain.engine.api.facts import TimingResult
     from kernelbrain.engine.search.node import Node
 
     ws = workspace(tmp_path)
@@ -249,7 +249,7 @@ def test_speedups_from_separate_ab_runs_are_taken_against_one_reference(pool, tm
     """An original that syncs with the host times differently in each A/B (H200 cross_entropy:
     187-239 us): the candidates are ranked by their own times, against the original's reference
     timing from before the search, and each A/B's verdict stands."""
-    from kernelbrain.engine.evaluate.messages import CaseTiming, TimingResult
+    from kernelbrain.engine.api.facts import CaseTiming, TimingResult
 
     ws = workspace(tmp_path)
     search = softmax_search(ws, pool)
@@ -296,7 +296,7 @@ def test_final_ab_keeps_the_simpler_of_variants_tied_within_noise(pool, tmp_path
     """Two variants whose final speedups differ by less than their noise floor are a tie; the
     simpler diff stands (H200 rmsnorm: a dispatch at 1.1661x, an ingredient at 1.1654x). A gap
     above the floor still goes to the faster one."""
-    from kernelbrain.engine.evaluate.messages import CaseTiming, TimingResult
+    from kernelbrain.engine.api.facts import CaseTiming, TimingResult
     from kernelbrain.engine.search.node import Node
 
     ws = workspace(tmp_path)
@@ -394,7 +394,7 @@ def test_final_ab_keeps_the_simpler_of_variants_tied_within_noise(pool, tmp_path
 def gpu_search_with_original(pool, tmp_path, op: str):
     """(search, task, source): a search as on a GPU (never started) whose original is dry-run,
     for tests that set the per-case timings of its nodes by hand."""
-    from kernelbrain.engine.evaluate.messages import Specialize
+    from kernelbrain.engine.protocol import Specialize
     from kernelbrain.engine.search.node import Node
 
     ws = workspace(tmp_path)
@@ -410,7 +410,7 @@ def gpu_search_with_original(pool, tmp_path, op: str):
 
 def per_case_timing(labels: list[str], per_case: list[float]):
     """A timing with these per-case speedups (and their geomean overall)."""
-    from kernelbrain.engine.evaluate.messages import CaseTiming, TimingResult
+    from kernelbrain.engine.api.facts import CaseTiming, TimingResult
     from kernelbrain.engine.evaluate.stats import geomean
 
     return TimingResult(
@@ -618,7 +618,7 @@ def test_dry_runs_draw_a_launchers_cpu_inputs_once_per_worker(pool, tmp_path):
     """A launcher that reads values (`.item()`, like the cross_entropy first draft) cannot dry-run
     on meta tensors; the CPU inputs it falls back to are drawn once per compile worker, not once
     per candidate (they were, and cost an H200 search 177 of its 300 s)."""
-    from kernelbrain.engine.evaluate import messages as m
+    from kernelbrain.engine import protocol as m
 
     ws = workspace(tmp_path)
     path = ws / "ops" / "cross_entropy.py"
@@ -654,7 +654,7 @@ def test_rewrites_that_helped_are_proposed_first(pool, tmp_path):
     """A rewrite that made one variant faster is tried on the others before the rest, and a
     mutator's many proposals take turns with the others': an H200 matmul search never combined its
     best tiling with the zero-fill removal (1.06x on its own) before the budget ran out."""
-    from kernelbrain.engine.evaluate.messages import TimingResult
+    from kernelbrain.engine.api.facts import TimingResult
     from kernelbrain.engine.search.node import Node
 
     ws = workspace(tmp_path)
@@ -686,7 +686,7 @@ def test_rewrites_that_helped_are_proposed_first(pool, tmp_path):
 def test_candidates_far_below_the_lead_become_stepping_stones():
     """Only quick-timed candidates near the lead pay for the full harness; the others are kept
     as parents (their rewrite may pay combined) but are never results."""
-    from kernelbrain.engine.evaluate.messages import TimingResult
+    from kernelbrain.engine.api.facts import TimingResult
     from kernelbrain.engine.search.node import Node
     from kernelbrain.engine.search.selection import split_stones
 
@@ -747,7 +747,7 @@ def test_the_best_gets_the_stackable_steps_that_paid_elsewhere(pool, tmp_path, m
     """Before the search ends, the best is tried with each stackable step it lacks that made some
     other variant faster: an H200 cross_entropy search's `exp2` made an early variant 4% faster,
     and the best, found 237 s into 300, never got it (run AX)."""
-    from kernelbrain.engine.evaluate.messages import TimingResult
+    from kernelbrain.engine.api.facts import TimingResult
     from kernelbrain.engine.search.node import Node
 
     ws = workspace(tmp_path)
@@ -811,7 +811,7 @@ def test_the_end_game_verifies_only_what_fits_in_the_budget(pool, tmp_path):
     ledger.rung_seconds.update({"baseline": 12.0, "baseline-timing": 2.0})
     assert search.ladder.verify_s() == 14.0 and search.ladder.full_fits()
     # an autotuned candidate is checked on every configuration: 8 of them cost 8 harnesses
-    from kernelbrain.engine.evaluate import messages as msgs
+    from kernelbrain.engine.api import facts as msgs
 
     def launches(configs: int) -> msgs.SpecializeResult:
         rec = [
@@ -870,7 +870,7 @@ def test_the_bandit_gives_a_mutator_that_keeps_failing_here_fewer_proposals(pool
     """After a generation, quotas follow what paid in this search: the tiling's configurations
     all ran slower while the zero-fill removal paid, so the next parent gets fewer of them (still
     a few), and the LLM arm is asked for fewer rewrites when its own did not pay."""
-    from kernelbrain.engine.evaluate.messages import TimingResult
+    from kernelbrain.engine.api.facts import TimingResult
     from kernelbrain.engine.search.allocation import LLM_ARM, MIN_QUOTA, PROPOSALS_PER_MUTATOR
     from kernelbrain.engine.search.node import Node
 

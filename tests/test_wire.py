@@ -11,7 +11,7 @@ import threading
 import pytest
 import torch
 
-from kernelbrain.engine.evaluate import messages as m
+from kernelbrain.engine import protocol as m
 from kernelbrain.engine.evaluate import wire
 from kernelbrain.engine.evaluate.compare import identical
 from kernelbrain.engine.evaluate.harness import RemoteRunner, Run, compact_runs

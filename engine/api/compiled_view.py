@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import msgspec
 
-from ..evaluate import messages as m
 from ..findings import Finding
+from . import facts as m
 
 
 class CompiledView(msgspec.Struct):

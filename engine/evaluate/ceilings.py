@@ -14,7 +14,8 @@ from pathlib import Path
 
 import msgspec
 
-from . import messages as m
+from .. import protocol as m
+from ..api import facts
 from .pool import WorkerDied, WorkerPool
 
 # Bumped whenever `timing.measure` changes how it times (the flush before each run).
@@ -43,7 +44,7 @@ class CeilingCache:
             f"{info.device_name}|torch {info.torch}|triton {info.triton}|{TIMING_METHOD}|{MEASURED}"
         )
 
-    def get_or_measure(self, pool: WorkerPool, device: str) -> m.Ceilings | None:
+    def get_or_measure(self, pool: WorkerPool, device: str) -> facts.Ceilings | None:
         if not device.startswith("cuda"):
             return None
         worker = pool.worker(device)
@@ -52,14 +53,14 @@ class CeilingCache:
         data = self._load()
         if key in data:
             try:
-                return msgspec.convert(data[key], m.Ceilings)
+                return msgspec.convert(data[key], facts.Ceilings)
             except msgspec.ValidationError:
                 pass
         try:
             ceilings = pool.call(device, m.MeasureCeilings(), 300.0)
         except WorkerDied:
             return None
-        if not isinstance(ceilings, m.Ceilings):
+        if not isinstance(ceilings, facts.Ceilings):
             return None
         data[key] = msgspec.to_builtins(ceilings)
         try:

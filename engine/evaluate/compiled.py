@@ -18,7 +18,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from .messages import Compile, CompiledFacts, LaunchRecord
+from ..api.facts import CompiledFacts, LaunchRecord
+from ..protocol import Compile
 
 REG_RE = re.compile(r"REG:(\d+)\s+STACK:(\d+)\s+SHARED:(\d+)\s+LOCAL:(\d+)")
 LDG_RE = re.compile(r"\bLDG(?:STS)?\.E(?:\.([A-Z0-9_.]+))?")  # LDGSTS: async copy to shared

@@ -34,7 +34,18 @@ from typing import Callable, NamedTuple
 
 import torch
 
+from ..api.facts import CaseResult, HarnessResult, StageResult, WorkerError
 from ..index import parse_module
+from ..protocol import (
+    CandidateRun,
+    CandidateRuns,
+    NeedRuns,
+    RunCandidate,
+    RunHarness,
+    RunnerFailed,
+    SameOutput,
+    Unchanged,
+)
 from ..task.scaffold import STUB_MARK
 from ..task.spec import Task
 from . import audit, shapes, wire
@@ -43,20 +54,6 @@ from .autotune_choice import AutotuneChoice
 from .compare import bitwise_equal, compare, flatten, identical, mean_magnitude
 from .interpreter_compat import diagnose as diagnose_interpreter
 from .jit_clock import CLOCK
-from .messages import (
-    CandidateRun,
-    CandidateRuns,
-    CaseResult,
-    HarnessResult,
-    NeedRuns,
-    RunCandidate,
-    RunHarness,
-    RunnerFailed,
-    SameOutput,
-    StageResult,
-    Unchanged,
-    WorkerError,
-)
 
 # The CPU interpreter runs ~1 s per 1,024 programs: above this many input elements a case is
 # too slow for it, and the task must provide small_inputs.

@@ -27,7 +27,8 @@ from typing import Callable
 
 import msgspec
 
-from . import messages as m
+from .. import protocol as m
+from ..api import facts
 from . import sandbox
 from .secrets import clean_environment, scrub, scrub_struct
 
@@ -67,8 +68,8 @@ def fatal(answer) -> bool:
     """An answer after which its worker's device context is unusable (the worker exits)."""
     failed = getattr(answer, "failed", None)
     return (
-        getattr(answer, "reason", None) in m.FATAL_REASONS
-        or getattr(failed, "reason", None) in m.FATAL_REASONS
+        getattr(answer, "reason", None) in facts.FATAL_REASONS
+        or getattr(failed, "reason", None) in facts.FATAL_REASONS
     )
 
 
@@ -413,7 +414,7 @@ class WorkerPool:
             except WorkerDied as d:
                 tail = f"\n{d.stderr[-1500:]}" if d.stderr else ""
                 return m.RunnerFailed(d.kind, d.message + tail, d.stage)
-            if isinstance(answer, m.WorkerError):
+            if isinstance(answer, facts.WorkerError):
                 return m.RunnerFailed(answer.reason, answer.message)
             return answer
 

@@ -15,9 +15,9 @@ from types import SimpleNamespace
 
 import torch
 
+from ..api.facts import ArgSpec, CaseLaunches, LaunchRecord, SpecializeResult
 from . import audit
 from .compiled import MAX_WARPS_PER_SM, REGS_PER_SM, SMEM_PER_PROGRAM, SMEM_PER_SM
-from .messages import ArgSpec, CaseLaunches, LaunchRecord, SpecializeResult
 
 CPU_FALLBACK_MAX_BYTES = 2 << 30
 

@@ -12,8 +12,9 @@ from typing import Callable
 
 import msgspec
 
+from .. import protocol as m
+from ..api import facts
 from ..task.spec import Task
-from . import messages as m
 from .candidate import candidate_id
 from .ceilings import CeilingCache
 from .devices import is_gpu
@@ -35,9 +36,9 @@ class VerifyReport(msgspec.Struct):
     stage: str | None  # where it was rejected: "gate", "load", a harness stage, or "timing"
     reason: str | None
     message: str
-    cases: list[m.CaseResult] = []
-    stages: list[m.StageResult] = []
-    timing: m.TimingResult | None = None
+    cases: list[facts.CaseResult] = []
+    stages: list[facts.StageResult] = []
+    timing: facts.TimingResult | None = None
     torch_ops: list[str] = []
     line: int | None = None  # candidate line of a gate rejection
     notes: list[str] = []  # what the harness wants the user to know about the verdict
@@ -56,7 +57,7 @@ def run_harness(
     on_progress: Callable[[m.Progress], None] | None = None,
     timeout_s: float | None = None,
     stages: list[str] | None = None,
-) -> m.HarnessResult:
+) -> facts.HarnessResult:
     """The correctness stages (all five by default) in a worker; a dead or hung worker becomes a
     rejected result."""
     req = m.RunHarness(
@@ -64,31 +65,31 @@ def run_harness(
         source,
         candidate_id(source) if source else "original",
         seed,
-        list(stages or m.STAGES),
+        list(stages or facts.STAGES),
         full_cases=is_gpu(device),
     )
     try:
         answer = pool.call(device, req, timeout_s or harness_timeout(device), on_progress)
     except WorkerDied as d:
-        return m.HarnessResult(
+        return facts.HarnessResult(
             False,
             d.stage or "load",
             d.kind,
             d.message + (f"\n{d.stderr[-1500:]}" if d.stderr else ""),
         )
-    if isinstance(answer, m.WorkerError):
-        return m.HarnessResult(False, "load", answer.reason, answer.message)
+    if isinstance(answer, facts.WorkerError):
+        return facts.HarnessResult(False, "load", answer.reason, answer.message)
     return answer
 
 
-def claimed_seconds(result: m.TimingResult) -> float:
+def claimed_seconds(result: facts.TimingResult) -> float:
     """The least GPU time the runs a timing reports add up to: every repetition of the original
     and of the candidate, at their medians (flushes, holds, the A/A runs and further captures
     come on top)."""
     return sum(c.reps * (c.baseline_ms + c.candidate_ms) for c in result.cases) / 1000
 
 
-def held_to_clock(result: m.TimingResult, elapsed_s: float) -> m.TimingResult:
+def held_to_clock(result: facts.TimingResult, elapsed_s: float) -> facts.TimingResult:
     """`result`, rejected when its runs could not have fitted in the time the engine's own clock
     saw pass: a forged answer that inflates the original's time to fake a speedup."""
     claimed = claimed_seconds(result)
@@ -96,7 +97,7 @@ def held_to_clock(result: m.TimingResult, elapsed_s: float) -> m.TimingResult:
         return result
     return msgspec.structs.replace(
         result,
-        rejection=m.WorkerError(
+        rejection=facts.WorkerError(
             "forged-timing",
             f"the timing reports {claimed:.2f} s of timed runs, but only {elapsed_s:.2f} s "
             "passed while it ran",
@@ -109,10 +110,10 @@ def time_ab(pool: WorkerPool, device: str, request: m.TimeAB, on_progress=None):
     started = time.monotonic()
     answer = pool.call(device, request, TIMING_TIMEOUT_S, on_progress)
     elapsed = time.monotonic() - started
-    if isinstance(answer, m.TimingResult):
+    if isinstance(answer, facts.TimingResult):
         return held_to_clock(answer, elapsed)
-    if isinstance(answer, m.TimingResults):
-        return m.TimingResults([held_to_clock(r, elapsed) for r in answer.results])
+    if isinstance(answer, facts.TimingResults):
+        return facts.TimingResults([held_to_clock(r, elapsed) for r in answer.results])
     return answer
 
 
@@ -127,7 +128,7 @@ def verify(
     rep_ms: float = 300.0,
     on_progress: Callable[[m.Progress], None] | None = None,
     timeout_s: float | None = None,
-    ceilings: m.Ceilings | None = None,
+    ceilings: facts.Ceilings | None = None,
 ) -> VerifyReport:
     """The candidate through the gate, the harness and (GPU) a timing held to the engine's clock
     and to the task's work floor (`ceilings`: the device's; measured or loaded when not given)."""
@@ -178,7 +179,7 @@ def verify(
                 d.message,
             )
             return report
-        if isinstance(answer, m.WorkerError):
+        if isinstance(answer, facts.WorkerError):
             report.accepted, report.stage, report.reason, report.message = (
                 False,
                 "timing",
@@ -205,11 +206,11 @@ def bench(
     source: str | None = None,
     rep_ms: float = 300.0,
     on_progress=None,
-) -> m.BenchResult:
+) -> facts.BenchResult:
     ceilings = CeilingCache().get_or_measure(pool, device)
     answer = pool.call(
         device, m.Bench(task, source, rep_ms, ceilings=ceilings), TIMING_TIMEOUT_S, on_progress
     )
-    if isinstance(answer, m.WorkerError):
+    if isinstance(answer, facts.WorkerError):
         raise RuntimeError(f"{answer.reason}: {answer.message}")
     return answer

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import torch
 
-from .messages import NumValue, SeqValue, TensorValue, Value
+from ..protocol import NumValue, SeqValue, TensorValue, Value
 
 DTYPES = {
     str(d).removeprefix("torch."): d

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import msgspec
 
-from . import messages as m
+from ..api import facts as m
 
 # The measured fill rate is one kernel's; a better-written one may write faster. A claimed time
 # has to beat the floor at this multiple of that rate to be rejected.

@@ -22,7 +22,8 @@ JUDGE_PREFIX = "judge@"
 
 
 def _serve(device: str, rfd: int, wfd: int) -> None:
-    from . import messages as m
+    from .. import protocol as m
+    from ..api import facts
 
     judge = device.startswith(JUDGE_PREFIX)
     role_device = device
@@ -83,7 +84,7 @@ def _serve(device: str, rfd: int, wfd: int) -> None:
         fatal = False
         try:
             if judge and not isinstance(req, (m.Ping, m.RunHarness, m.MeasureCeilings)):
-                answer = m.WorkerError(
+                answer = facts.WorkerError(
                     "bad-request",
                     f"the judge runs harnesses and ceilings only, not {type(req).__name__}",
                 )
@@ -101,9 +102,9 @@ def _serve(device: str, rfd: int, wfd: int) -> None:
                 from .compiled import compile_launches
 
                 progress("compile", f"{len(req.launches)} specialisations for sm_{req.arch}")
-                answer = m.CompileResult(compile_launches(loader, req))
+                answer = facts.CompileResult(compile_launches(loader, req))
             elif interpreter or compiler_only:
-                answer = m.WorkerError(
+                answer = facts.WorkerError(
                     "no-gpu", "timing needs a GPU: the CPU interpreter only checks correctness"
                 )
             elif isinstance(req, (m.TimeAB, m.Bench)):
@@ -114,19 +115,20 @@ def _serve(device: str, rfd: int, wfd: int) -> None:
 
                 answer = measure_ceilings()
             else:
-                answer = m.WorkerError("bad-request", f"unknown request {type(req).__name__}")
+                answer = facts.WorkerError("bad-request", f"unknown request {type(req).__name__}")
         except Exception as exc:  # a bug or a device failure outside the harness's own handling
             reason, fatal = classify_exception(exc)
-            answer = m.WorkerError(
+            answer = facts.WorkerError(
                 reason, f"{type(exc).__name__}: {exc}", traceback.format_exc()[-4000:]
             )
         m.write_message(wfd, answer)
-        if fatal or getattr(answer, "reason", None) in m.FATAL_REASONS:
+        if fatal or getattr(answer, "reason", None) in facts.FATAL_REASONS:
             os._exit(3)  # the CUDA context is unusable; the engine starts a fresh worker
 
 
 def _specialize(req, dev, loader, progress):
-    from . import messages as m
+    from .. import protocol as m
+    from ..api import facts
     from .harness import Harness, stage_seed
     from .shapes import describe
     from .specialize import dry_run, dry_run_inputs
@@ -135,7 +137,7 @@ def _specialize(req, dev, loader, progress):
     h.load()
     if req.stages:
         if h.small_fn is None:  # its stages check the benchmark inputs: the compile rung's cases
-            return m.SpecializeResult([], "none", error="the task has no small_inputs")
+            return facts.SpecializeResult([], "none", error="the task has no small_inputs")
         progress("specialize", f"dry run of the {', '.join(req.stages)} inputs")
         return dry_run_inputs(
             h.entry,
@@ -170,7 +172,8 @@ _DRAWN: dict = {}
 
 
 def _time(req, dev, loader, progress):
-    from . import messages as m
+    from .. import protocol as m
+    from ..api import facts
     from .harness import Harness
     from .shapes import case_labels
     from .timing import bench_cases, compare_cases
@@ -200,10 +203,10 @@ def _time(req, dev, loader, progress):
             req.seed,
             (req.task.rtol, req.task.atol),
         )
-        return m.TimingResults(results) if req.rivals else results[0]
+        return facts.TimingResults(results) if req.rivals else results[0]
     progress("bench", f"{len(cases)} cases")
     uses_dot = "tl.dot(" in (req.candidate or open(req.task.file, encoding="utf-8").read())
-    return m.BenchResult(
+    return facts.BenchResult(
         bench_cases(h.entry, cases, labels, req.rep_ms, uses_dot, req.ceilings), req.ceilings
     )
 

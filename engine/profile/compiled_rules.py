@@ -6,7 +6,7 @@ came from (`LaunchRecord`), and says what costs time and what to do instead.
 
 from __future__ import annotations
 
-from ..evaluate.messages import CompiledFacts, LaunchRecord
+from ..api.facts import CompiledFacts, LaunchRecord
 
 ELEMENT_BITS = {
     "bf16": 16,

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import msgspec
 
-from ..evaluate.messages import CaseBench, Ceilings
+from ..api.facts import CaseBench, Ceilings
 from .roofs import bandwidth_roof
 
 LATENCY_BOUND_US = 10.0  # below this a kernel is dominated by launch and memory latency

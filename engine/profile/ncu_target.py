@@ -10,7 +10,7 @@ def main() -> None:
     import msgspec
     import torch
 
-    from ..evaluate import messages as m
+    from .. import protocol as m
     from ..evaluate.harness import Harness, ModuleLoader
     from ..task.spec import Task
 

@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import threading
 
+from .. import protocol as m
+from ..api import facts
 from ..api.compiled_view import CompiledView, CompiledViewRequest, CompiledViewResult
-from ..evaluate import messages as m
 from ..evaluate.pool import WorkerDied, WorkerPool
 from ..findings import Finding
 from ..index import parse_module
@@ -23,7 +24,7 @@ from .compiled_rules import compiled_findings, tensor_core_finding
 COMPILE_TIMEOUT_S = 300.0
 
 
-def _static_records(source: str, path: str, kernel: str) -> tuple[list[m.LaunchRecord], str]:
+def _static_records(source: str, path: str, kernel: str) -> tuple[list[facts.LaunchRecord], str]:
     """Specialisations read off the launch sites, when every constexpr there is a literal."""
     pm = parse_module(source, path)
     views = kernel_views(pm)
@@ -39,7 +40,7 @@ def _static_records(source: str, path: str, kernel: str) -> tuple[list[m.LaunchR
     for lv in launch_views(pm, views):
         if lv.kernel is not kv:
             continue
-        args: list[m.ArgSpec] = []
+        args: list[facts.ArgSpec] = []
         for p in kv.kernel.params:
             if p.constexpr:
                 value = lv.const_int(lv.args.get(p.name))
@@ -53,13 +54,13 @@ def _static_records(source: str, path: str, kernel: str) -> tuple[list[m.LaunchR
                         [],
                         f"`{p.name}` is not a literal at the launch site (give the kernel a harness)",
                     )
-                args.append(m.ArgSpec(p.name, "constexpr", value=value))
+                args.append(facts.ArgSpec(p.name, "constexpr", value=value))
             elif p.name in pointers:
-                args.append(m.ArgSpec(p.name, "ptr", dtype="fp32"))
+                args.append(facts.ArgSpec(p.name, "ptr", dtype="fp32"))
             else:
-                args.append(m.ArgSpec(p.name, "int", dtype="i32", value=1024))
+                args.append(facts.ArgSpec(p.name, "int", dtype="i32", value=1024))
         records.append(
-            m.LaunchRecord(
+            facts.LaunchRecord(
                 kernel,
                 (1,),
                 args,
@@ -74,20 +75,20 @@ def _static_records(source: str, path: str, kernel: str) -> tuple[list[m.LaunchR
 
 def _harness_records(
     path: str, source: str, kernel: str, pool: WorkerPool
-) -> list[m.LaunchRecord] | None:
+) -> list[facts.LaunchRecord] | None:
     try:
         task = find_task(path, kernel)
     except TaskError:
         return None
     spec = pool.call("compile:0", m.Specialize(task, source), COMPILE_TIMEOUT_S)
-    if not isinstance(spec, m.SpecializeResult) or not spec.cases:
+    if not isinstance(spec, facts.SpecializeResult) or not spec.cases:
         return None
     seen, out = set(), []
     for case in spec.cases:
         for rec in case.launches:
             if rec.kernel != kernel:
                 continue
-            key = m.compile_key(rec)
+            key = facts.compile_key(rec)
             if key not in seen:
                 seen.add(key)
                 out.append(rec)
@@ -138,10 +139,10 @@ class CompiledViewService:
             m.Compile(req.source, req.file, records, req.arch, True, req.maxnreg),
             COMPILE_TIMEOUT_S,
         )
-        facts = result.facts if isinstance(result, m.CompileResult) else []
+        compiled = result.facts if isinstance(result, facts.CompileResult) else []
         uses_dot = "tl.dot(" in req.source
         findings: list[Finding] = []
-        for rec, f in zip(records, facts):
+        for rec, f in zip(records, compiled):
             items = compiled_findings(rec, f, f"sm_{req.arch}")
             tc = tensor_core_finding(
                 uses_dot and _kernel_uses_dot(pm, name), f, rec, f"sm_{req.arch}"
@@ -152,7 +153,7 @@ class CompiledViewService:
                 text = message + (f" [{note}]" if note else "")
                 findings.append(Finding(code, text, kernel.name_span, severity, name, req.file))
         unique = {(f.code, f.message): f for f in findings}
-        return CompiledView(name, records, facts, list(unique.values()), origin, note)
+        return CompiledView(name, records, compiled, list(unique.values()), origin, note)
 
 
 def _kernel_uses_dot(pm, name: str) -> bool:

@@ -34,7 +34,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from ..evaluate.messages import CaseLaunches, CompiledFacts, LaunchRecord, SpecializeResult
+from ..api.facts import CaseLaunches, CompiledFacts, LaunchRecord, SpecializeResult
 from ..index import parse_module
 from ..rules.analysis import kernel_views, kwarg
 

@@ -12,7 +12,7 @@ import ast
 import itertools
 from dataclasses import dataclass
 
-from ..evaluate.messages import CaseLaunches
+from ..api.facts import CaseLaunches
 from ..evaluate.stats import geomean
 from ..mutate.edits import Edits
 

@@ -15,9 +15,9 @@ from typing import Callable
 
 import msgspec
 
+from ..api import facts
 from ..api.budget import Budget
 from ..api.results import BaselineCase, BudgetReport, SearchEvent, SearchResult
-from ..evaluate import messages as m
 from ..evaluate.candidate import candidate_id
 from ..evaluate.devices import is_gpu
 from ..evaluate.pool import WorkerPool, default_compile_workers
@@ -74,7 +74,7 @@ class Search:
         cancel: threading.Event | None = None,
         compile_workers: int | None = None,
         device_model: DeviceModel | None = None,
-        ceilings: m.Ceilings | None = None,
+        ceilings: facts.Ceilings | None = None,
         estimator: Estimator | None = None,
         timer: Timer | None = None,
         exhaustive: bool = False,
@@ -119,7 +119,7 @@ class Search:
         )
         self.ladder = Ladder(self.evaluator, self.original, self.cancel, self._emit, exhaustive)
         self.endgame = EndGame(self.ladder, self.mutators)
-        self.baseline_facts: dict[int, dict[int, m.CompiledFacts]] = {}
+        self.baseline_facts: dict[int, dict[int, facts.CompiledFacts]] = {}
         self.memory = memory
         self.allocation = Allocation()
         self.seed_chains: list[str] = []  # chains that won on similar kernels, replayed first
@@ -160,12 +160,12 @@ class Search:
         root = Node("original", self.original, "original", "the original kernel", None)
         # every worker starts at once (imports, sandbox, CUDA context), in the background
         threading.Thread(target=ev.start_workers, daemon=True).start()
-        ev.await_prewarm(ev.prewarm_all([root], list(m.STAGES)), root.id)
+        ev.await_prewarm(ev.prewarm_all([root], list(facts.STAGES)), root.id)
         with self.ledger.timed("baseline"):
-            result = ev.harness(None, list(m.STAGES), "baseline")
+            result = ev.harness(None, list(facts.STAGES), "baseline")
         if not result.accepted and result.reason == "interpreter-gap":
             raise SearchError(result.message, harness=True)
-        if not result.accepted and result.reason in m.HARNESS_REASONS:
+        if not result.accepted and result.reason in facts.HARNESS_REASONS:
             raise SearchError(
                 f"harness error ({result.stage} stage): {result.message}", harness=True
             )
@@ -197,7 +197,7 @@ class Search:
                 b = bench(self.pool, self.task, self.device)
             pop.labels = [c.label for c in b.cases]
             pop.baseline_us = [c.median_ms * 1000 for c in b.cases]
-            ceilings = self.ceilings or m.Ceilings(
+            ceilings = self.ceilings or facts.Ceilings(
                 "device model", self.dev.bandwidth_gbps, self.dev.bf16_tflops
             )
             pop.roofline = roofline(b.cases, ceilings)
@@ -224,7 +224,9 @@ class Search:
             if final and final["passed"]:
                 details = final["details"]
                 if details.get("timing"):
-                    node.timing = pop.rebased(msgspec.convert(details["timing"], m.TimingResult))
+                    node.timing = pop.rebased(
+                        msgspec.convert(details["timing"], facts.TimingResult)
+                    )
                 if "estimate_us" in details:
                     node.estimate_us = details["estimate_us"]
                 node.outcome = "verified"

@@ -10,7 +10,8 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
 from typing import Protocol
 
-from ..evaluate import messages as m
+from .. import protocol as m
+from ..api import facts
 from ..evaluate.devices import is_gpu
 from ..evaluate.pool import JUDGE_PREFIX, STARTUP_TIMEOUT_S, WorkerDied, WorkerPool
 from ..evaluate.verify import run_harness, time_ab
@@ -30,8 +31,8 @@ class Estimator(Protocol):
 
     def estimate(
         self,
-        spec: m.SpecializeResult | None,
-        facts: dict[int, dict[int, m.CompiledFacts]],
+        spec: facts.SpecializeResult | None,
+        compiled: dict[int, dict[int, facts.CompiledFacts]],
         source: str,
     ) -> list[float] | None: ...
 
@@ -39,7 +40,9 @@ class Estimator(Protocol):
 class Timer(Protocol):
     """Runs one interleaved A/B request on the device; raises `WorkerDied` when the worker dies."""
 
-    def __call__(self, request: m.TimeAB) -> m.TimingResult | m.TimingResults | m.WorkerError: ...
+    def __call__(
+        self, request: m.TimeAB
+    ) -> facts.TimingResult | facts.TimingResults | facts.WorkerError: ...
 
 
 class WorkerTimer:
@@ -128,7 +131,7 @@ class Evaluator:
     def specialize_and_compile(self, node: Node, device: str) -> None:
         source = node.source if node.id != "original" else None
         spec = self.call(device, m.Specialize(self.task, source, seed=self.seed), 180.0)
-        if not isinstance(spec, m.SpecializeResult):
+        if not isinstance(spec, facts.SpecializeResult):
             return
         node.spec = spec
         records = [
@@ -139,16 +142,16 @@ class Evaluator:
         unique: dict[str, int] = {}
         order = []
         for _, _, rec in records:
-            k = m.compile_key(rec)
+            k = facts.compile_key(rec)
             if k not in unique:
                 unique[k] = len(order)
                 order.append(rec)
         result = self.call(device, m.Compile(node.source, self.task.file, order), 600.0)
-        if not isinstance(result, m.CompileResult):
+        if not isinstance(result, facts.CompileResult):
             return
         node.compiled |= set(unique)
         for ci, li, rec in records:
-            node.facts.setdefault(ci, {})[li] = result.facts[unique[m.compile_key(rec)]]
+            node.facts.setdefault(ci, {})[li] = result.facts[unique[facts.compile_key(rec)]]
 
     def compile_all(self, nodes: list[Node], deadline: float | None = None, first: int = 0) -> None:
         """Dry-run and compile every node, in parallel on the compile workers. With `deadline`
@@ -174,7 +177,7 @@ class Evaluator:
         return self.estimator.estimate(node.spec, node.facts, node.source)
 
     # -- correctness ------------------------------------------------------------------------------
-    def harness(self, source: str | None, stages: list[str], rung: str) -> m.HarnessResult:
+    def harness(self, source: str | None, stages: list[str], rung: str) -> facts.HarnessResult:
         """Some or all correctness stages (`source` None: the original), GPU seconds accounted."""
         with self.meter.gpu_clock(self.gpu):
             result = run_harness(
@@ -207,7 +210,7 @@ class Evaluator:
         with self.meter.gpu_clock():
             return held_to_floor(self.timer(request), self.floor)
 
-    def time_ab(self, node: Node, rep_ms: float, noise: bool) -> m.TimingResult | None:
+    def time_ab(self, node: Node, rep_ms: float, noise: bool) -> facts.TimingResult | None:
         """`node` against the original on every case, rebased on the original's reference times;
         None (and the node rejected) when the timing fails."""
         req = m.TimeAB(
@@ -218,7 +221,7 @@ class Evaluator:
         except WorkerDied as d:
             self.end(node, "rejected", "timing", d.kind, d.message)
             return None
-        if isinstance(answer, m.WorkerError):
+        if isinstance(answer, facts.WorkerError):
             self.end(node, "rejected", "timing", answer.reason, answer.message)
             return None
         if answer.rejection is not None:
@@ -226,7 +229,7 @@ class Evaluator:
             return None
         return self.pop.rebased(answer)
 
-    def time_together(self, nodes: list[Node], rep_ms: float) -> list[m.TimingResult | None]:
+    def time_together(self, nodes: list[Node], rep_ms: float) -> list[facts.TimingResult | None]:
         """Every node against the original in one interleaved A/B (shared baseline runs and noise
         floor). Should that fail, each alone, so one failing node does not take the others'
         verdicts with it."""
@@ -244,8 +247,8 @@ class Evaluator:
                 answer = self._timed_call(req)
             except WorkerDied:
                 answer = None
-            if isinstance(answer, m.TimingResults) and len(answer.results) == len(nodes):
-                out: list[m.TimingResult | None] = []
+            if isinstance(answer, facts.TimingResults) and len(answer.results) == len(nodes):
+                out: list[facts.TimingResult | None] = []
                 for node, t in zip(nodes, answer.results):
                     if t.rejection is not None:
                         self.end(

@@ -5,8 +5,8 @@ compiler reported it."""
 from __future__ import annotations
 
 from ..api.diff import diff_counts
+from ..api.facts import CompiledFacts
 from ..api.results import CaseValue
-from ..evaluate.messages import CompiledFacts
 
 
 def summarize_diff(diff: str) -> str:

@@ -6,8 +6,8 @@ from __future__ import annotations
 import time
 from contextlib import contextmanager
 
+from ..api import facts as m
 from ..api.results import CandidateCounts, CaseValue, TrajectoryPoint
-from ..evaluate import messages as m
 from ..store import Store
 from .meter import Meter
 from .node import Node

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ..evaluate import messages as m
+from ..api import facts as m
 
 # Rewrites that tune a kernel without changing how its work is laid out: a variant's structure
 # is what remains. Counting them as structures would give every tuned chain of the best layout

@@ -7,8 +7,8 @@ import math
 
 import msgspec
 
+from ..api import facts as m
 from ..api.results import CaseValue
-from ..evaluate import messages as m
 from ..evaluate.stats import geomean
 from .node import Node, structure
 

@@ -22,7 +22,8 @@ import threading
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Callable
 
-from ..evaluate import messages as m
+from .. import protocol as m
+from ..api import facts
 from ..task.spec import Task
 
 DRY_RUN_TIMEOUT_S = 120.0
@@ -63,11 +64,11 @@ class Prewarm:
         return done
 
     def _compile(self, source: str, spec, known: set[str], done: Future) -> None:
-        records: dict[str, m.LaunchRecord] = {}
-        if isinstance(spec, m.SpecializeResult):
+        records: dict[str, facts.LaunchRecord] = {}
+        if isinstance(spec, facts.SpecializeResult):
             for case in spec.cases:
                 for rec in case.launches:
-                    key = m.compile_key(rec)
+                    key = facts.compile_key(rec)
                     if key not in known:
                         records.setdefault(key, rec)
         if not records:

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
+from ..api import facts as m
 from ..api.diff import unified_diff
 from ..api.results import Variant
-from ..evaluate import messages as m
 from ..task.spec import Task
 from .explain import compiled_changes, explain
 from .node import Node

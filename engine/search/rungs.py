@@ -17,7 +17,7 @@ import time
 from concurrent.futures import Future
 from typing import Callable
 
-from ..evaluate import messages as m
+from ..api import facts as m
 from ..evaluate.policy import static_gate
 from . import selection
 from .evaluation import Evaluator

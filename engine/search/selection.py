@@ -6,8 +6,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable
 
+from ..api import facts as m
 from ..api.diff import diff_counts, unified_diff
-from ..evaluate import messages as m
 from ..task.spec import Task
 from .node import Node
 from .population import IMPROVEMENT, Population

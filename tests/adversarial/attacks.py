@@ -56,7 +56,7 @@ class Attack:
 
 
 FORGED_VERDICT = (
-    "from kernelbrain.engine.evaluate import messages as kb_m",
+    "from kernelbrain.engine import protocol as kb_m",
     "import sys as kb_sys, os as kb_os",
 )
 # The kernel computes but writes nothing: only a fooled judge would accept what it returns.

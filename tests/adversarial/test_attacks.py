@@ -18,7 +18,7 @@ from pathlib import Path
 import msgspec
 import pytest
 
-from kernelbrain.engine.evaluate import messages as m
+from kernelbrain.engine.api import facts as m
 from kernelbrain.engine.evaluate import sandbox
 from kernelbrain.engine.evaluate.pool import WorkerPool, scrubbed_env
 from kernelbrain.engine.evaluate.verify import (

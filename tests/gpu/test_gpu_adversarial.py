@@ -8,7 +8,8 @@ import shutil
 import msgspec
 import pytest
 
-from kernelbrain.engine.evaluate import messages as m
+from kernelbrain.engine import protocol as m
+from kernelbrain.engine.api import facts
 from kernelbrain.engine.evaluate.ceilings import CeilingCache
 from kernelbrain.engine.evaluate.pool import WorkerPool
 from kernelbrain.engine.evaluate.verify import run_harness, time_ab, verify
@@ -70,7 +71,7 @@ def test_cached_output_is_caught_by_timing_past_the_gate(pool, task):
     gate = verify(pool, task, CACHED_BY_POINTER, "cuda:0")
     assert (gate.stage, gate.reason) == ("gate", "forbidden-attribute")  # `.data_ptr()`
     answer = pool.call("cuda:0", m.TimeAB(task, CACHED_BY_POINTER, "cached", rep_ms=100.0), 600.0)
-    assert isinstance(answer, m.TimingResult), answer
+    assert isinstance(answer, facts.TimingResult), answer
     assert answer.rejection is not None and answer.rejection.reason == "stale-output", answer
     honest = pool.call(
         "cuda:0",
@@ -114,10 +115,10 @@ def test_the_work_floor_is_measured_by_the_judge_and_honest_timings_clear_it(poo
     ]
     source = (EXAMPLES / "ops" / "softmax.py").read_text()
     timing = time_ab(pool, "cuda:0", m.TimeAB(task, source, "same", rep_ms=100.0))
-    assert isinstance(timing, m.TimingResult) and timing.rejection is None, timing
+    assert isinstance(timing, facts.TimingResult) and timing.rejection is None, timing
     assert sum(floor.min_ms(c.label) > 0 for c in timing.cases) == 2  # the two beyond the L2
     assert floor.held(timing).rejection is None, [(c.label, c.candidate_ms) for c in timing.cases]
-    cut = m.TimingResult(
+    cut = facts.TimingResult(
         [msgspec.structs.replace(c, candidate_ms=c.candidate_ms / 10) for c in timing.cases],
         timing.speedup * 10,
         "faster",

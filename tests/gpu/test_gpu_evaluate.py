@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from kernelbrain.engine.evaluate import messages as m
+from kernelbrain.engine import protocol as m
+from kernelbrain.engine.api import facts
 from kernelbrain.engine.evaluate.pool import WorkerPool
 from kernelbrain.engine.evaluate.verify import bench, run_harness, verify
 from kernelbrain.engine.task import find_task
@@ -79,7 +80,7 @@ def test_rivals_are_timed_in_one_interleaving(pool):
         task, identical_copy(source), "same", rep_ms=150.0, rivals=[slowed_softmax(source)]
     )
     answer = pool.call("cuda:0", request, 600.0)
-    assert isinstance(answer, m.TimingResults), answer
+    assert isinstance(answer, facts.TimingResults), answer
     same, slowed = answer.results
     assert same.verdict == "same" and all(0.95 < c.speedup < 1.05 for c in same.cases), same
     assert slowed.verdict == "slower" and all(c.verdict == "slower" for c in slowed.cases), slowed

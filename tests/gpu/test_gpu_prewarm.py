@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from kernelbrain.engine.evaluate import messages as m
+from kernelbrain.engine import protocol as m
+from kernelbrain.engine.api import facts
 from kernelbrain.engine.evaluate.pool import WorkerPool
 from kernelbrain.engine.evaluate.verify import run_harness
 from kernelbrain.engine.search.prewarm import Prewarm
@@ -26,14 +27,14 @@ def test_gpu_harness_jit_loads_what_was_compiled_ahead(private_cache, op):
     source = Path(task.file).read_text(encoding="utf-8")
     with WorkerPool() as pool:
         bench = pool.call("compile:0", m.Specialize(task, source, seed=0), 300.0)
-        records = {m.compile_key(r): r for c in bench.cases for r in c.launches}
+        records = {facts.compile_key(r): r for c in bench.cases for r in c.launches}
         pool.call(
             "compile:0", m.Compile(source, task.file, list(records.values()), sass=False), 600.0
         )
         known = set(records)
         prewarm = Prewarm(task, 0, ["compile:0", "compile:1"], pool.call)
         try:
-            ahead = prewarm.start(source, list(m.STAGES), known).result(timeout=600)
+            ahead = prewarm.start(source, list(facts.STAGES), known).result(timeout=600)
         finally:
             prewarm.close()
         before = cache_entries(private_cache)
