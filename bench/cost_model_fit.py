@@ -34,10 +34,10 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from kernelbrain.engine.api.budget import Budget  # noqa: E402
+from kernelbrain.engine.api.stats import geomean, spearman  # noqa: E402
 from kernelbrain.engine.evaluate.pool import WorkerPool  # noqa: E402
-from kernelbrain.engine.evaluate.stats import geomean, spearman  # noqa: E402
 from kernelbrain.engine.search.cost_model import CostModel, DeviceModel  # noqa: E402
-from kernelbrain.engine.search.engine import Search  # noqa: E402
+from kernelbrain.engine.search.driver import Search  # noqa: E402
 from kernelbrain.engine.search.node import Node  # noqa: E402
 from kernelbrain.engine.store import Store  # noqa: E402
 from kernelbrain.engine.task import find_task  # noqa: E402

@@ -25,7 +25,7 @@ sys.path.insert(0, "bench")
 sys.path.insert(0, "examples")
 import structure_probe as sp  # noqa: E402
 
-from kernelbrain.engine.evaluate.timing import l2_flush  # noqa: E402
+from kernelbrain.engine.worker.timing import l2_flush  # noqa: E402
 
 
 def flushes():

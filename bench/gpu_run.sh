@@ -30,7 +30,7 @@ if [ -z "${KB_INSTALLED:-}" ]; then
   {
     nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
     python3 -c "import sys, torch, triton; print('python', sys.version.split()[0], 'torch', torch.__version__, 'triton', triton.__version__)"
-    python3 -c "import kernelbrain.engine.cli, kernelbrain.server.app, sys; assert 'torch' not in sys.modules; print('kernelbrain imports (server without torch): ok')"
+    python3 -c "import kernelbrain.engine.cli.main, kernelbrain.server.app, sys; assert 'torch' not in sys.modules; print('kernelbrain imports (server without torch): ok')"
     python3 -c "from kernelbrain.engine.evaluate import sandbox; print(sandbox.probe().describe())"
   } 2>&1 | tee "$OUT/env.txt"
   export KB_INSTALLED=1

@@ -32,11 +32,11 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from kernelbrain.engine.api.budget import Budget  # noqa: E402
+from kernelbrain.engine.api.stats import spearman  # noqa: E402
 from kernelbrain.engine.evaluate.ceilings import CeilingCache  # noqa: E402
 from kernelbrain.engine.evaluate.pool import WorkerPool  # noqa: E402
-from kernelbrain.engine.evaluate.stats import spearman  # noqa: E402
 from kernelbrain.engine.profile.roofs import bandwidth_roof  # noqa: E402
-from kernelbrain.engine.search.engine import Search  # noqa: E402
+from kernelbrain.engine.search.driver import Search  # noqa: E402
 from kernelbrain.engine.service import device_model  # noqa: E402
 from kernelbrain.engine.store import Store  # noqa: E402
 from kernelbrain.engine.task import find_task  # noqa: E402
@@ -111,7 +111,7 @@ def torch_baselines(task, modes: list[str], rep_ms: float = 200.0) -> dict:
 
 
 def median_us(fn, rep_ms: float = 200.0) -> float:
-    from kernelbrain.engine.evaluate.timing import measure
+    from kernelbrain.engine.worker.timing import measure
 
     (t,), _ = measure([fn], rep_ms, captures=1)
     return sorted(t[0])[len(t[0]) // 2] * 1000

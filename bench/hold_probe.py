@@ -13,7 +13,8 @@ import time
 
 import torch
 
-from kernelbrain.engine.evaluate import stats, timing
+from kernelbrain.engine.api import stats
+from kernelbrain.engine.worker import timing
 
 
 def main() -> int:

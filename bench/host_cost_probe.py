@@ -17,8 +17,8 @@ import time
 
 import torch
 
-from kernelbrain.engine.evaluate import stats
-from kernelbrain.engine.evaluate.compare import compare
+from kernelbrain.engine.api import stats
+from kernelbrain.engine.worker.compare import compare
 
 
 def seconds(fn, reps=3):

@@ -1387,8 +1387,8 @@ def main():
     if opts.once:
         return run_once(opts)
     if opts.timer in ("engine", "eager", "ab"):
-        from kernelbrain.engine.evaluate import timing
-        from kernelbrain.engine.evaluate.timing import measure
+        from kernelbrain.engine.worker import timing
+        from kernelbrain.engine.worker.timing import measure
 
         if opts.timer in ("eager", "ab"):
             timing.GRAPH_BELOW_MS = 0.0

@@ -21,7 +21,7 @@ from .evaluate.devices import is_gpu, resolve_device
 from .evaluate.pool import WorkerPool
 from .llm import LLMMutator, LLMSettings
 from .search.cost_model import DeviceModel
-from .search.engine import Search, SearchError
+from .search.driver import Search, SearchError
 from .store import SearchBusy, Store
 from .store.memory import Memory, memory_enabled
 from .task import find_task

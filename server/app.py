@@ -17,20 +17,20 @@ from pygls.lsp.server import LanguageServer
 from pygls.uris import from_fs_path, to_fs_path
 from pygls.workspace import TextDocument
 
-from kernelbrain.engine import agent_protocol as p
-from kernelbrain.engine.check import iter_python_files
+from kernelbrain.engine.agent import protocol as p
+from kernelbrain.engine.api.findings import Finding
 from kernelbrain.engine.evaluate import secrets
-from kernelbrain.engine.findings import Finding
 from kernelbrain.engine.index.builder import source_hash
+from kernelbrain.engine.index.files import iter_python_files
 from kernelbrain.engine.task.discover import harness_config
 
 from .debounce import Debouncer
 from .dispatch import AnsweringProtocol, expect, guarded
+from .editor_settings import Settings, parse_settings
 from .engine_bridge import EngineBridge, EngineUnavailable
-from .results import ResultRegistry
-from .settings import Settings, parse_settings
 from .shared import NO_HARNESS, RunningJob
 from .state import FileState, WorkspaceIndex
+from .variants import ResultRegistry
 from .watcher import WorkspaceWatcher
 
 log = logging.getLogger("kernelbrain.server")
@@ -295,7 +295,7 @@ class KernelBrainServer(LanguageServer):
         """KB3xx from the latest measured search of each kernel, while the kernel is as measured."""
         from kernelbrain.engine.profile.measured import measured_findings, places_from_result
 
-        from .results import changed_functions
+        from .variants import changed_functions
 
         out: list[Finding] = []
         current = None

@@ -1,4 +1,4 @@
-"""The language server's side of the engine agent (`kernelbrain.engine.agent`).
+"""The language server's side of the engine agent (`kernelbrain.engine.agent.main`).
 
 The agent is started on first use and restarted if it dies; all compiling, running and
 searching happens there, so the server process never imports torch or triton.
@@ -13,7 +13,7 @@ from typing import Callable, TypeVar
 
 from pygls.client import JsonRPCClient
 
-from kernelbrain.engine import agent_protocol as p
+from kernelbrain.engine.agent import protocol as p
 
 log = logging.getLogger("kernelbrain.server.engine")
 T = TypeVar("T")
@@ -59,7 +59,7 @@ class EngineBridge:
             client.feature(p.JOB_FINISHED)(
                 lambda params: self._safe(self.on_finished, params, p.JobFinished)
             )
-            await client.start_io(sys.executable, "-m", "kernelbrain.engine.agent")
+            await client.start_io(sys.executable, "-m", "kernelbrain.engine.agent.main")
             asyncio.get_running_loop().create_task(self._drain(client))
             hello = p.unpack(await client.protocol.send_request_async(p.HELLO, {}), p.Hello)
             self.pid = hello.pid

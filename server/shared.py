@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from kernelbrain.engine import agent_protocol as p
+from kernelbrain.engine.agent import protocol as p
 
 NO_HARNESS = "KB003"  # a kernel with no task harness: a hint with a quick fix that scaffolds one
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Iterator
 
-from kernelbrain.engine.findings import Finding
+from kernelbrain.engine.api.findings import Finding
 from kernelbrain.engine.index import FileIndex, parse_module
 from kernelbrain.engine.index.builder import source_hash
 from kernelbrain.engine.rules import check_module

@@ -13,7 +13,7 @@ import json
 import torch
 import triton
 import triton.language as tl
-from kernelbrain.engine.evaluate.autotune_choice import AutotuneChoice
+from kernelbrain.engine.worker.autotune_choice import AutotuneChoice
 
 @triton.autotune(configs=[triton.Config({"BLOCK": 16}), triton.Config({"BLOCK": 32}), triton.Config({"BLOCK": 64})],
                  key=["n"])

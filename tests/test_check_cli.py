@@ -22,7 +22,7 @@ EXPECTED = {
 
 def run_check(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [sys.executable, "-m", "kernelbrain.engine.cli", "check", *args],
+        [sys.executable, "-m", "kernelbrain.engine.cli.main", "check", *args],
         capture_output=True,
         text=True,
         cwd=cwd,
@@ -97,11 +97,13 @@ def test_explicit_non_python_file_is_skipped_with_a_note(tmp_path):
 def test_usage_errors_exit_two(tmp_path):
     assert run_check(str(tmp_path / "missing.py")).returncode == 2
     proc = subprocess.run(
-        [sys.executable, "-m", "kernelbrain.engine.cli", "check"], capture_output=True, text=True
+        [sys.executable, "-m", "kernelbrain.engine.cli.main", "check"],
+        capture_output=True,
+        text=True,
     )
     assert proc.returncode == 2
     proc = subprocess.run(
-        [sys.executable, "-m", "kernelbrain.engine.cli", "frobnicate"],
+        [sys.executable, "-m", "kernelbrain.engine.cli.main", "frobnicate"],
         capture_output=True,
         text=True,
     )

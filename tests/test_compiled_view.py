@@ -6,9 +6,9 @@ from __future__ import annotations
 import pytest
 
 from kernelbrain.engine.api.compiled_view import CompiledViewRequest, summary
-from kernelbrain.engine.evaluate.compiled import sass_facts
 from kernelbrain.engine.evaluate.pool import WorkerPool
 from kernelbrain.engine.profile.view import CompiledViewService
+from kernelbrain.engine.worker.compiled import sass_facts
 
 from .conftest import EXAMPLES
 

@@ -92,7 +92,7 @@ def test_optimize_holds_a_60s_budget(corpus, task):
         [
             sys.executable,
             "-m",
-            "kernelbrain.engine.cli",
+            "kernelbrain.engine.cli.main",
             "optimize",
             f"{file}::{kernel}",
             "--device",

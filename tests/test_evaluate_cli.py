@@ -19,7 +19,7 @@ from .conftest import EXAMPLES
 
 def cli(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [sys.executable, "-m", "kernelbrain.engine.cli", *args],
+        [sys.executable, "-m", "kernelbrain.engine.cli.main", *args],
         capture_output=True,
         text=True,
         cwd=cwd,

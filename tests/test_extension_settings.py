@@ -1,4 +1,4 @@
-"""The VS Code extension mirrors every server setting: each field of `server/settings.py`
+"""The VS Code extension mirrors every server setting: each field of `server/editor_settings.py`
 (workspace trust aside: the extension passes VS Code's own) is in the extension's typed table
 (`src/common/settings.ts`) and declared in its `package.json`, with the same default."""
 
@@ -10,7 +10,7 @@ from pathlib import Path
 
 import msgspec
 
-from kernelbrain.server.settings import Settings
+from kernelbrain.server.editor_settings import Settings
 
 EXT = Path(__file__).resolve().parents[1] / "vscode-extension"
 

@@ -25,7 +25,7 @@ SERVER_MUST_NOT_REACH = (
     "kernelbrain.engine.evaluate.pool",
 )
 # What the worker process imports to run user and candidate code.
-WORKER_ROOTS = ("kernelbrain.engine.evaluate.worker",)
+WORKER_ROOTS = ("kernelbrain.engine.worker.process",)
 WORKER_MUST_NOT_REACH = (
     "kernelbrain.engine.search",
     "kernelbrain.engine.mutate",
@@ -153,9 +153,9 @@ def test_no_package_cycles():
 @pytest.mark.parametrize(
     "where, line, rule",
     [
-        ("server/hover_extra.py", "from kernelbrain.engine.search.engine import Search", "server"),
+        ("server/hover_extra.py", "from kernelbrain.engine.search.driver import Search", "server"),
         ("server/lazy_extra.py", "def f():\n    import torch\n", "server"),
-        ("engine/evaluate/worker_extra.py", "from ..store import Store", "worker"),
+        ("engine/worker/worker_extra.py", "from ..store import Store", "worker"),
         ("engine/extra_cli.py", "from kernelbrain.server.app import serve", "engine"),
         ("engine/store/extra.py", "from ..search import engine", "cycle"),
     ],
@@ -172,7 +172,7 @@ def test_a_forbidden_import_is_caught(tmp_path, where, line, rule):
         packages[name] = tmp_path / folder.name
     (tmp_path / where).write_text(line + "\n")
     if rule == "worker":  # the worker imports the new module
-        worker = tmp_path / "engine/evaluate/worker.py"
+        worker = tmp_path / "engine/worker/process.py"
         worker.write_text(worker.read_text() + "\nfrom . import worker_extra  # noqa\n")
     if rule == "cycle":  # search already reaches the store; the store now reaches the search
         (tmp_path / "engine/store/__init__.py").write_text(

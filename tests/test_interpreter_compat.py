@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 import torch
 
-from kernelbrain.engine.evaluate import interpreter_compat as compat
+from kernelbrain.engine.worker import interpreter_compat as compat
 
 FIXTURES = Path(__file__).parent / "fixtures"
 sys.path.insert(0, str(FIXTURES))

@@ -84,8 +84,8 @@ def test_a_warmup_launcher_is_dry_run_with_stand_ins_for_the_gpu():
 
     from kernelbrain.engine import protocol as m
     from kernelbrain.engine.api import facts
-    from kernelbrain.engine.evaluate.specialize import _record
     from kernelbrain.engine.search.cost_model import case_bytes_and_flops
+    from kernelbrain.engine.worker.specialize import _record
 
     task = find_task(CORPUS / "softmax_warmup.py", "softmax_kernel")
     with WorkerPool() as pool:

@@ -150,7 +150,13 @@ def _closed_port() -> int:
 
 def _cli(ws: Path, env: dict, *args: str) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [sys.executable, "-m", "kernelbrain.engine.cli", "optimize", "ops/gelu.py::gelu_kernel"]
+        [
+            sys.executable,
+            "-m",
+            "kernelbrain.engine.cli.main",
+            "optimize",
+            "ops/gelu.py::gelu_kernel",
+        ]
         + ["--device", "cpu", "--budget", "60s", "--max-candidates", "4", "--llm", *args],
         cwd=ws,
         env=os.environ | env,
@@ -230,7 +236,7 @@ def test_llm_settings_come_from_the_environment_then_the_flags_and_bad_values_ar
     with pytest.raises(ValueError, match="concurrency"):
         from_environment({}, concurrency=0)
     proc = subprocess.run(
-        [sys.executable, "-m", "kernelbrain.engine.cli", "optimize",
+        [sys.executable, "-m", "kernelbrain.engine.cli.main", "optimize",
          str(EXAMPLES / "ops" / "gelu.py") + "::gelu_kernel", "--llm", "--llm-temperature", "3"],
         capture_output=True, text=True, timeout=120,
     )  # fmt: skip

@@ -58,7 +58,7 @@ def init_llm(ws: Path, llm: ScriptedLLM) -> subprocess.CompletedProcess:
         KERNELBRAIN_LLM_MODEL="scripted",
     )
     return subprocess.run(
-        [sys.executable, "-m", "kernelbrain.engine.cli", "init", "ops/gelu.py::gelu_kernel",
+        [sys.executable, "-m", "kernelbrain.engine.cli.main", "init", "ops/gelu.py::gelu_kernel",
          "--llm", "--device", "cpu"],
         cwd=ws, env=env, capture_output=True, text=True, timeout=600,
     )  # fmt: skip

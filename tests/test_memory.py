@@ -140,7 +140,7 @@ def test_no_memory_reads_and_writes_nothing_and_clear_empties_it(tmp_path):
 
     def cli(*args):
         return subprocess.run(
-            [sys.executable, "-m", "kernelbrain.engine.cli", *args],
+            [sys.executable, "-m", "kernelbrain.engine.cli.main", *args],
             cwd=ws,
             env=env,
             capture_output=True,

@@ -35,7 +35,7 @@ def optimize(ws: Path, op: str, *extra: str) -> subprocess.CompletedProcess:
         [
             sys.executable,
             "-m",
-            "kernelbrain.engine.cli",
+            "kernelbrain.engine.cli.main",
             "optimize",
             f"ops/{op}.py::{op}_kernel",
             "--device",
@@ -106,7 +106,7 @@ def test_optimize_usage_errors(tmp_path):
         [
             sys.executable,
             "-m",
-            "kernelbrain.engine.cli",
+            "kernelbrain.engine.cli.main",
             "optimize",
             str(EXAMPLES / "ops" / "gelu.py"),
             "--budget",
@@ -120,7 +120,7 @@ def test_optimize_usage_errors(tmp_path):
         [
             sys.executable,
             "-m",
-            "kernelbrain.engine.cli",
+            "kernelbrain.engine.cli.main",
             "optimize",
             str(EXAMPLES / "ops" / "gelu.py"),
             "--llm",
@@ -135,7 +135,7 @@ def test_optimize_usage_errors(tmp_path):
         [
             sys.executable,
             "-m",
-            "kernelbrain.engine.cli",
+            "kernelbrain.engine.cli.main",
             "optimize",
             str(EXAMPLES / "ops" / "gelu.py"),
             "--max-candidates",
@@ -155,7 +155,7 @@ def test_optimize_without_a_candidate_cap_runs_to_its_time_budget(workspace):
         [
             sys.executable,
             "-m",
-            "kernelbrain.engine.cli",
+            "kernelbrain.engine.cli.main",
             "optimize",
             "ops/gelu.py::gelu_kernel",
             "--device",
@@ -178,7 +178,7 @@ def test_optimize_without_a_candidate_cap_runs_to_its_time_budget(workspace):
 
 def test_report_marks_stepping_stones_apart_from_pruned_candidates():
     """A stepping stone was kept and expanded; the trajectory plot must not show it as pruned."""
-    from kernelbrain.engine.report_html import OUTCOME_COLOURS, _colour
+    from kernelbrain.engine.cli.report_html import OUTCOME_COLOURS, _colour
 
     assert _colour("quick:below-lead") == OUTCOME_COLOURS["stepping stone"]
     assert (

@@ -85,9 +85,9 @@ def test_ahead_of_time_cache_key_is_the_jits(tmp_path):
     from triton.backends.nvidia.compiler import CUDABackend
     from triton.compiler import ASTSource
 
-    from kernelbrain.engine.evaluate.compiled import _jit_function, _signature
-    from kernelbrain.engine.evaluate.harness import ModuleLoader
-    from kernelbrain.engine.evaluate.specialize import _arg_spec
+    from kernelbrain.engine.worker.compiled import _jit_function, _signature
+    from kernelbrain.engine.worker.harness import ModuleLoader
+    from kernelbrain.engine.worker.specialize import _arg_spec
 
     loader = ModuleLoader()
     module = loader.load(

@@ -20,8 +20,8 @@ from kernelbrain.engine.api.results import (
     Variant,
     is_win,
 )
-from kernelbrain.engine.report_html import render
-from kernelbrain.engine.report_text import print_search
+from kernelbrain.engine.cli.report_html import render
+from kernelbrain.engine.cli.report_text import print_search
 
 LABELS = ["x: 16384x4096 bf16", "x: 4096x1024 bf16", "x: 1024x32768 bf16"]
 

@@ -13,8 +13,9 @@ from kernelbrain.engine.api.facts import ArgSpec, CaseLaunches
 from kernelbrain.engine.evaluate.pool import WorkerPool
 from kernelbrain.engine.evaluate.verify import verify
 from kernelbrain.engine.mutate import MutationContext, load_mutators
-from kernelbrain.engine.search import dispatch, selection
-from kernelbrain.engine.search.engine import Search
+from kernelbrain.engine.search import selection
+from kernelbrain.engine.search import shape_dispatch as dispatch
+from kernelbrain.engine.search.driver import Search
 from kernelbrain.engine.store import Store
 from kernelbrain.engine.task import find_task
 
@@ -411,7 +412,7 @@ def gpu_search_with_original(pool, tmp_path, op: str):
 def per_case_timing(labels: list[str], per_case: list[float]):
     """A timing with these per-case speedups (and their geomean overall)."""
     from kernelbrain.engine.api.facts import CaseTiming, TimingResult
-    from kernelbrain.engine.evaluate.stats import geomean
+    from kernelbrain.engine.api.stats import geomean
 
     return TimingResult(
         [

@@ -25,7 +25,7 @@ TARGET = "ops/softmax.py::softmax_kernel"
 
 def _optimize(ws: Path, *extra: str, **kw) -> subprocess.Popen:
     return subprocess.Popen(
-        [sys.executable, "-m", "kernelbrain.engine.cli", "optimize", TARGET, "--device", "cpu"]
+        [sys.executable, "-m", "kernelbrain.engine.cli.main", "optimize", TARGET, "--device", "cpu"]
         + list(extra),
         cwd=ws,
         stdout=subprocess.PIPE,
@@ -74,7 +74,7 @@ def test_ctrl_c_busy_and_wait(tmp_path):
         assert all("\r" not in line and "\x1b" not in line for line in seen), seen
 
         busy = subprocess.run(
-            [sys.executable, "-m", "kernelbrain.engine.cli", "optimize", TARGET]
+            [sys.executable, "-m", "kernelbrain.engine.cli.main", "optimize", TARGET]
             + ["--device", "cpu", "--budget", "20s", "--json"],
             cwd=ws,
             capture_output=True,

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from kernelbrain.engine.agent_protocol import JobRequest
-from kernelbrain.engine.jobs import JobManager
+from kernelbrain.engine.agent.jobs import JobManager
+from kernelbrain.engine.agent.protocol import JobRequest
 
 from .conftest import EXAMPLES
 
@@ -35,7 +35,7 @@ def test_the_cli_and_an_editor_job_find_the_same_verified_variants(tmp_path):
         [
             sys.executable,
             "-m",
-            "kernelbrain.engine.cli",
+            "kernelbrain.engine.cli.main",
             "optimize",
             "ops/gelu.py::gelu_kernel",
             "--device",

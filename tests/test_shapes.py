@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import torch
 
-from kernelbrain.engine.evaluate import shapes
+from kernelbrain.engine.worker import shapes
 
 
 def targets_with_ignored_rows(n: int = 64, vocab: int = 1000) -> torch.Tensor:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import random
 
-from kernelbrain.engine.evaluate import stats
+from kernelbrain.engine.api import stats
 
 
 def noisy(center: float, n: int, rng: random.Random, spread: float = 0.02) -> list[float]:

@@ -210,7 +210,7 @@ class WorkerProcess:
             [
                 sys.executable,
                 "-m",
-                "kernelbrain.engine.evaluate.worker",
+                "kernelbrain.engine.worker.process",
                 self.device,
                 str(to_child_r),
                 str(from_child_w),

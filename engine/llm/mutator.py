@@ -20,7 +20,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Callable
 
 from ..evaluate.secrets import register, scrub
-from ..mutate.base import Mutation
+from ..mutate.registry import Mutation
 from .answer import SCHEMA, BadAnswer, decode
 from .client import LLMClient, LLMError
 from .prompt import Diagnosis, proposal_messages, repair_messages

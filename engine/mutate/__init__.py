@@ -5,7 +5,7 @@ from __future__ import annotations
 import importlib
 import pkgutil
 
-from .base import MUTATORS, Mutation, MutationContext, Mutator, mutator
+from .registry import MUTATORS, Mutation, MutationContext, Mutator, mutator
 
 _loaded = False
 

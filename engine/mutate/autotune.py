@@ -12,11 +12,11 @@ from __future__ import annotations
 
 import ast
 
-from .base import Mutation, MutationContext, mutator
 from .config_space import launch_knobs, launch_stages_matter, tile_params, walk
 from .dataflow import unique_name
 from .edits import Edits
 from .loop_stages import set_depth, streaming_loops
+from .registry import Mutation, MutationContext, mutator
 
 N_CONFIGS = 6
 

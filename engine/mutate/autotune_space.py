@@ -13,9 +13,9 @@ from __future__ import annotations
 import ast
 import re
 
-from .base import Mutation, MutationContext, mutator
 from .config_space import tile_params
 from .edits import Edits
+from .registry import Mutation, MutationContext, mutator
 
 # Matmul-shaped tiles (M, N, K blocks): the H100/H200 configurations Triton's own matmul
 # tutorial and the common libraries sweep, in two groups (large tiles; deeper pipelines).

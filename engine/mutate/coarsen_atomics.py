@@ -17,9 +17,9 @@ from __future__ import annotations
 import ast
 import copy
 
-from .base import Mutation, MutationContext, mutator
 from .dataflow import fix, unique_name
 from .edits import Edits
+from .registry import Mutation, MutationContext, mutator
 from .split_reduction import SplitReduction, grid_axis, split_reductions
 
 ITERS = (

@@ -26,9 +26,9 @@ import ast
 import copy
 
 from ..rules.analysis import KernelView, kwarg, tl_name
-from .base import Mutation, MutationContext, mutator
 from .dataflow import fix, unique_name
 from .edits import Edits
+from .registry import Mutation, MutationContext, mutator
 
 # Unrolled: the body is repeated ITEMS times, and 16 small programs' worth of loads in flight is
 # already a full row of a large head.

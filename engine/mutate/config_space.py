@@ -22,9 +22,9 @@ import math
 import random
 from dataclasses import dataclass
 
-from .base import Mutation, MutationContext, mutator
 from .edits import Edits
 from .loop_stages import pipelined_depth, set_depth, streaming_loops
+from .registry import Mutation, MutationContext, mutator
 
 ELEMENTWISE_BLOCKS = (256, 512, 1024, 2048, 4096, 8192)
 WARPS = (1, 2, 4, 8, 16)

@@ -21,9 +21,9 @@ import ast
 import copy
 
 from ..rules.analysis import TL, KernelView
-from .base import Mutation, MutationContext, mutator
 from .dataflow import fix
 from .edits import Edits
+from .registry import Mutation, MutationContext, mutator
 
 LOG2E = 1.4426950408889634
 _FLOATS = {

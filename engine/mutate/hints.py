@@ -6,9 +6,9 @@ from __future__ import annotations
 import ast
 import copy
 
-from .base import Mutation, MutationContext, mutator
 from .dataflow import fix
 from .edits import Edits
+from .registry import Mutation, MutationContext, mutator
 
 
 def _tile_offset(value: ast.expr, constexprs: set[str]) -> str | None:

@@ -19,8 +19,8 @@ from __future__ import annotations
 import ast
 
 from ..rules.analysis import method_call
-from .base import Mutation, MutationContext, mutator
 from .edits import Edits
+from .registry import Mutation, MutationContext, mutator
 
 _COMPARE = {ast.Lt: "<", ast.LtE: "<=", ast.Gt: ">", ast.GtE: ">=", ast.Eq: "==", ast.NotEq: "!="}
 

@@ -7,8 +7,8 @@ from __future__ import annotations
 import ast
 
 from ..rules import check_module
-from .base import Mutation, MutationContext, mutator
 from .edits import Edits
+from .registry import Mutation, MutationContext, mutator
 
 
 @mutator("int64-offsets", "widen program-id offsets that can pass 2^31 elements")

@@ -6,8 +6,8 @@ from __future__ import annotations
 import ast
 
 from ..rules import check_module
-from .base import Mutation, MutationContext, mutator
 from .edits import Edits
+from .registry import Mutation, MutationContext, mutator
 
 _EMPTY = {"zeros": "empty", "zeros_like": "empty_like", "new_zeros": "new_empty"}
 

@@ -22,8 +22,8 @@ from __future__ import annotations
 import ast
 
 from ..rules.analysis import kwarg
-from .base import Mutation, MutationContext, mutator
 from .edits import Edits
+from .registry import Mutation, MutationContext, mutator
 
 STAGES = (3, 2, 4, 5, 6)  # proposal order from an unpipelined loop: Triton's default depth first
 

@@ -26,9 +26,9 @@ from __future__ import annotations
 import ast
 import copy
 
-from .base import Mutation, MutationContext, mutator
 from .dataflow import fix, row_loops, unique_name
 from .edits import Edits
+from .registry import Mutation, MutationContext, mutator
 
 NEG_INF = 'float("-inf")'
 

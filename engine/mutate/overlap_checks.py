@@ -25,9 +25,9 @@ from __future__ import annotations
 
 import ast
 
-from .base import Mutation, MutationContext, mutator
 from .dataflow import unique_name
 from .edits import Edits
+from .registry import Mutation, MutationContext, mutator
 
 
 def _is_assert_async(stmt: ast.stmt, torch_name: str) -> bool:

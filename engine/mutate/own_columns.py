@@ -23,9 +23,9 @@ import ast
 import copy
 
 from ..rules.analysis import kwarg
-from .base import Mutation, MutationContext, mutator
 from .dataflow import fix, unique_name
 from .edits import Edits
+from .registry import Mutation, MutationContext, mutator
 from .split_reduction import SplitReduction, grid_axis, split_reductions
 
 

@@ -12,9 +12,9 @@ from __future__ import annotations
 import ast
 import copy
 
-from .base import Mutation, MutationContext, mutator
 from .dataflow import deloop, fix, remove_repeated_values, row_loops, unique_name
 from .edits import Edits
+from .registry import Mutation, MutationContext, mutator
 
 # Elements kept in registers: 64 fp32 per thread at 16 warps. Compiled for sm_90, a 32,768-wide
 # single-pass softmax takes 115 registers and cross_entropy 79, neither spills; at 16,384 the

@@ -17,7 +17,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from ..rules.analysis import KernelView, LaunchView, kwarg, method_call, tl_name
-from .base import MutationContext
+from .registry import MutationContext
 
 
 @dataclass

@@ -25,9 +25,9 @@ import ast
 import copy
 
 from ..rules.analysis import KernelView, assignments, kwarg, tl_name
-from .base import Mutation, MutationContext, mutator
 from .dataflow import fix
 from .edits import Edits
+from .registry import Mutation, MutationContext, mutator
 
 # Where the mask sits in a positional call: tl.load(pointer, mask, other), tl.store(pointer, value, mask).
 _MASK_POSITION = {"load": 1, "store": 2}

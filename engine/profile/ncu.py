@@ -160,7 +160,7 @@ def ncu_report(
             ",".join(metrics),
             sys.executable,
             "-m",
-            "kernelbrain.engine.profile.ncu_target",
+            "kernelbrain.engine.worker.ncu_target",
             task_json,
             str(case),
         ]

@@ -13,8 +13,8 @@ import threading
 from .. import protocol as m
 from ..api import facts
 from ..api.compiled_view import CompiledView, CompiledViewRequest, CompiledViewResult
+from ..api.findings import Finding
 from ..evaluate.pool import WorkerDied, WorkerPool
-from ..findings import Finding
 from ..index import parse_module
 from ..index.builder import source_hash
 from ..rules.analysis import kernel_views, launch_views

@@ -17,11 +17,11 @@ from pathlib import Path
 
 import msgspec
 
-from ..check import iter_python_files
 from ..evaluate import sandbox
 from ..evaluate.pool import triton_cache_dir
 from ..evaluate.secrets import clean_environment
 from ..index import build_index
+from ..index.files import iter_python_files
 
 
 class KernelShare(msgspec.Struct):

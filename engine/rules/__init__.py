@@ -10,10 +10,10 @@ import importlib
 import pkgutil
 from typing import Iterable
 
-from ..findings import Finding
+from ..api.findings import Finding
 from ..index.builder import ParsedModule, parse_module
 from ..index.model import Span
-from .base import REGISTRY, Rule, RuleContext, iter_rules, make_context, rule
+from .registry import REGISTRY, Rule, RuleContext, iter_rules, make_context, rule
 
 SYNTAX_ERROR = "KB001"
 RULE_CRASH = "KB002"

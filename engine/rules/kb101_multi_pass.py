@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from .base import RuleContext, rule
+from .registry import RuleContext, rule
 
 
 @rule("KB101", "multi-pass", "the same data is read from global memory in several loops")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 
 from .analysis import DEFAULT_NUM_WARPS
-from .base import RuleContext, rule
+from .registry import RuleContext, rule
 
 MIN_TILE = 256
 MIN_PER_THREAD = 4  # 4 x fp32 = one 128-bit load per thread

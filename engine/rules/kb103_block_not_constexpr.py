@@ -6,7 +6,7 @@ import ast
 import re
 
 from .analysis import kwarg
-from .base import RuleContext, rule
+from .registry import RuleContext, rule
 
 _BLOCKISH = re.compile(r"^(BLOCK|TILE|GROUP)(_[A-Z0-9]+)*$|^[A-Z0-9_]*_(BLOCK|TILE)(_SIZE)?$")
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import ast
 
-from .base import RuleContext, rule
+from .registry import RuleContext, rule
 
 
 def _runtime_scalar(kv, node: ast.expr) -> str | None:

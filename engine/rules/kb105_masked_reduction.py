@@ -5,7 +5,7 @@ from __future__ import annotations
 import ast
 
 from .analysis import kwarg, tl_name
-from .base import RuleContext, rule
+from .registry import RuleContext, rule
 
 NEUTRAL = {
     "sum": "0.0",

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import ast
 
-from .base import RuleContext, rule
+from .registry import RuleContext, rule
 
 _ZERO_FACTORIES = {"zeros": "empty", "zeros_like": "empty_like", "new_zeros": "new_empty"}
 

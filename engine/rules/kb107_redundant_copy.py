@@ -5,7 +5,7 @@ from __future__ import annotations
 import ast
 
 from .analysis import method_call
-from .base import RuleContext, rule
+from .registry import RuleContext, rule
 
 
 def _strides_passed(lv, name: str) -> set[int]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import ast
 
 from .analysis import kwarg, method_call, tl_name
-from .base import RuleContext, rule
+from .registry import RuleContext, rule
 
 
 def _is_fp32(kv, expr: ast.expr) -> bool:

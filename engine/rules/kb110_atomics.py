@@ -5,7 +5,7 @@ from __future__ import annotations
 import ast
 
 from .analysis import kwarg
-from .base import RuleContext, rule
+from .registry import RuleContext, rule
 
 
 @rule(

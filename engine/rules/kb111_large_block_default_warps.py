@@ -5,7 +5,7 @@ from __future__ import annotations
 import ast
 
 from .analysis import DEFAULT_NUM_WARPS
-from .base import RuleContext, rule
+from .registry import RuleContext, rule
 
 LARGE = 4096
 

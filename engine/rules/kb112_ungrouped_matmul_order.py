@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import ast
 
-from .base import RuleContext, rule
+from .registry import RuleContext, rule
 
 
 @rule("KB112", "ungrouped-program-order", "matmul tiles visited in row-major order (poor L2 reuse)")

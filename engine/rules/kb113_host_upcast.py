@@ -5,7 +5,7 @@ from __future__ import annotations
 import ast
 
 from .analysis import method_call
-from .base import RuleContext, rule
+from .registry import RuleContext, rule
 
 
 def _upcast(node: ast.expr | None) -> bool:

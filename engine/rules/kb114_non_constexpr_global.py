@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import ast
 
-from .base import RuleContext, rule
+from .registry import RuleContext, rule
 
 
 def _plain_value(value: ast.expr) -> bool:

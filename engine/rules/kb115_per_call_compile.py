@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import ast
 
-from .base import RuleContext, rule
+from .registry import RuleContext, rule
 
 
 def _cached(launcher: ast.FunctionDef, call: ast.Call) -> bool:

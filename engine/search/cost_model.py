@@ -615,7 +615,7 @@ def case_time_us(
         key = rec.kernel if rec.config else f"{rec.kernel}#{i}"
         by_kernel.setdefault(key, []).append(t)
     total = sum(min(ts) for ts in by_kernel.values())  # autotune picks its best config
-    from ..evaluate.op_sets import ALLOWED_OPS, COPY_OPS, FILL_OPS
+    from ..api.op_sets import ALLOWED_OPS, COPY_OPS, FILL_OPS
 
     host = case.host_ops
     device_kernels = sum(

@@ -9,7 +9,8 @@ import ast
 
 from ..evaluate.candidate import candidate_id
 from ..mutate import MutationContext
-from . import dispatch, selection
+from . import selection
+from . import shape_dispatch as dispatch
 from .node import STACKABLE_STEPS, Chain, Node
 from .population import IMPROVEMENT
 from .rungs import PRECISE_REP_MS, Ladder, autotune_configs

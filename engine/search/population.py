@@ -9,7 +9,7 @@ import msgspec
 
 from ..api import facts as m
 from ..api.results import CaseValue
-from ..evaluate.stats import geomean
+from ..api.stats import geomean
 from .node import Node, structure
 
 IMPROVEMENT = 0.01  # progress: a best beats the old by 1%; a first best must beat 1.0 by 1%

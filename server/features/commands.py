@@ -9,7 +9,7 @@ from pathlib import Path
 from lsprotocol import types
 from pygls.uris import from_fs_path, to_fs_path
 
-from kernelbrain.engine import agent_protocol as p
+from kernelbrain.engine.agent import protocol as p
 from kernelbrain.engine.api.budget import parse_duration
 from kernelbrain.engine.task import TaskError, find_task
 from kernelbrain.engine.task.scaffold import plan

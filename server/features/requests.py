@@ -8,7 +8,7 @@ import os
 import msgspec
 from pygls.uris import to_fs_path
 
-from kernelbrain.engine import agent_protocol as p
+from kernelbrain.engine.agent import protocol as p
 from kernelbrain.engine.api.diff import unified_diff
 
 from ..engine_bridge import EngineUnavailable

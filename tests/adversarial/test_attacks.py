@@ -339,7 +339,7 @@ def test_what_a_candidate_leaves_in_its_runner_ends_with_the_search(tmp_path):
     original would forge the next search's timings); once a search ends, the runner that held
     it is gone, and a later candidate that looks for the mark does not find it."""
     from kernelbrain.engine.api.budget import Budget
-    from kernelbrain.engine.search.engine import Search
+    from kernelbrain.engine.search.driver import Search
     from kernelbrain.engine.store import Store
 
     workspace = tmp_path / "workspace"

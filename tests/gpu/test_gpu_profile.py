@@ -100,7 +100,7 @@ def test_profile_ranks_like_torch_profiler(tmp_path):
         [
             sys.executable,
             "-m",
-            "kernelbrain.engine.cli",
+            "kernelbrain.engine.cli.main",
             "profile",
             "--root",
             str(FIXTURE),

@@ -16,7 +16,8 @@ def test_eager_timing_leaves_a_launchers_host_time_out():
     and the second timed about three times the first."""
     import torch
 
-    from kernelbrain.engine.evaluate import stats, timing
+    from kernelbrain.engine.api import stats
+    from kernelbrain.engine.worker import timing
 
     x = torch.randn(1 << 27, device="cuda", dtype=torch.bfloat16)  # 256 MB, read and written
     y = torch.empty_like(x)

@@ -10,7 +10,7 @@ export type ImportStrategy = "fromEnvironment" | "useBundled";
 
 type Kind = "boolean" | "integer" | "number" | "string" | "nullableString" | "nullableBoolean";
 
-/** The server's settings (server/settings.py), with the extension's defaults. */
+/** The server's settings (server/editor_settings.py), with the extension's defaults. */
 export const SERVER_SETTINGS: Record<string, { kind: Kind; default: unknown; min?: number }> = {
   debounceMs: { kind: "integer", default: 200, min: 0 },
   workspaceDiagnostics: { kind: "boolean", default: true },

@@ -263,7 +263,7 @@ async function trustedScenario(browser) {
     const accepted = readFileSync(file, "utf8");
     check("Accept writes the variant to the file on disk", accepted !== original);
     check("Accept closes the preview", (await page.locator(".monaco-diff-editor").count()) === 0);
-    const verify = execFileSync(PYTHON, ["-m", "kernelbrain.engine.cli", "verify", "ops/gelu.py::gelu_kernel",
+    const verify = execFileSync(PYTHON, ["-m", "kernelbrain.engine.cli.main", "verify", "ops/gelu.py::gelu_kernel",
       "--candidate", "ops/gelu.py", "--device", "cpu", "--json"], { cwd: ws, encoding: "utf8", env: { ...process.env, KERNELBRAIN_MEMORY: "off" } });
     const verdict = JSON.parse(verify);
     check("kernelbrain verify accepts the file as accepted", verdict.accepted === true, verdict.message ?? "");

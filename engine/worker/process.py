@@ -1,4 +1,4 @@
-"""An evaluation worker process: `python -m kernelbrain.engine.evaluate.worker DEVICE RFD WFD`.
+"""An evaluation worker process: `python -m kernelbrain.engine.worker.process DEVICE RFD WFD`.
 
 The only place user and candidate code runs, always inside the sandbox (`sandbox.py`). The
 engine talks to it over two inherited pipe descriptors with `messages.py` frames, so whatever

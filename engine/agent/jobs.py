@@ -14,13 +14,13 @@ from typing import Callable
 
 import msgspec
 
-from .agent_protocol import DraftHarnessRequest, DraftHarnessResult, JobInfo, JobRequest
-from .api.results import SearchEvent, SearchResult
-from .evaluate.devices import resolve_device
-from .evaluate.pool import WorkerPool
-from .llm.settings import from_environment
-from .service import OptimizeRequest, SearchBusy, SearchError, optimize
-from .task import TaskError
+from ..api.results import SearchEvent, SearchResult
+from ..evaluate.devices import resolve_device
+from ..evaluate.pool import WorkerPool
+from ..llm.settings import from_environment
+from ..service import OptimizeRequest, SearchBusy, SearchError, optimize
+from ..task import TaskError
+from .protocol import DraftHarnessRequest, DraftHarnessResult, JobInfo, JobRequest
 
 _ids = itertools.count(1)
 
@@ -136,9 +136,9 @@ class JobManager:
         """The KB003 quick fix with the LLM: a drafted harness the original passes, as texts for
         the editor to offer as an edit (nothing is written here), or why none held. Runs in the
         agent's request thread, beside any search: the check is a few small harness runs."""
-        from .evaluate.secrets import scrub
-        from .llm.harness_draft import DraftFailed, draft_checked
-        from .llm.mutator import LLMMutator
+        from ..evaluate.secrets import scrub
+        from ..llm.harness_draft import DraftFailed, draft_checked
+        from ..llm.mutator import LLMMutator
 
         try:
             settings, env_key = from_environment(**msgspec.structs.asdict(req.llm_options))

@@ -140,7 +140,7 @@ def _variant_table(result, variants) -> Table:
 
 
 def print_search(result, out: Console | None = None) -> None:
-    from .api.results import is_win
+    from ..api.results import is_win
 
     out = out or console
     kind = (

@@ -6,7 +6,7 @@ from typing import Any
 
 import msgspec
 
-from kernelbrain.engine.agent_protocol import LLMOptions
+from kernelbrain.engine.agent.protocol import LLMOptions
 from kernelbrain.engine.api.budget import DEFAULT_BUDGET, EDITOR_MAX_CANDIDATES, parse_duration
 
 

@@ -1,4 +1,4 @@
-"""The engine agent: `python -m kernelbrain.engine.agent`, driven by the language server.
+"""The engine agent: `python -m kernelbrain.engine.agent.main`, driven by the language server.
 
 A JSON-RPC server (pygls) on stdio, so the language server stays light: it never imports torch or
 triton, and every compile, run and search happens here or in this process's workers. Requests
@@ -17,11 +17,11 @@ import sys
 from pygls.protocol import JsonRPCProtocol, default_converter
 from pygls.server import JsonRPCServer
 
-from . import agent_protocol as p
-from .evaluate import secrets
-from .evaluate.pool import WorkerPool
+from ..evaluate import secrets
+from ..evaluate.pool import WorkerPool
+from ..profile.view import CompiledViewService
+from . import protocol as p
 from .jobs import JobManager
-from .profile.view import CompiledViewService
 
 VERSION = "0.1.0"
 log = logging.getLogger("kernelbrain.agent")

@@ -17,8 +17,8 @@ import threading
 from dataclasses import dataclass, field
 from typing import Callable
 
-from .api.results import SearchEvent, SearchResult
-from .evaluate.pool import WorkerPool
+from ..api.results import SearchEvent, SearchResult
+from ..evaluate.pool import WorkerPool
 
 # How long the first Ctrl-C waits for the search to return what it kept: its workers are dead
 # by then, so what is left is writing the result to the store.

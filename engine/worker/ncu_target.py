@@ -11,8 +11,8 @@ def main() -> None:
     import torch
 
     from .. import protocol as m
-    from ..evaluate.harness import Harness, ModuleLoader
     from ..task.spec import Task
+    from .harness import Harness, ModuleLoader
 
     task = msgspec.json.decode(open(sys.argv[1], "rb").read(), type=Task)
     case = int(sys.argv[2])

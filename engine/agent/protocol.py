@@ -11,9 +11,9 @@ from typing import TypeVar
 
 import msgspec
 
-from .api.budget import DEFAULT_WALL_S, EDITOR_MAX_CANDIDATES
-from .api.compiled_view import CompiledViewRequest, CompiledViewResult
-from .api.results import SearchEvent, SearchResult
+from ..api.budget import DEFAULT_WALL_S, EDITOR_MAX_CANDIDATES
+from ..api.compiled_view import CompiledViewRequest, CompiledViewResult
+from ..api.results import SearchEvent, SearchResult
 
 COMPILED_VIEW = "kb/compiledView"
 JOB_START = "kb/jobStart"

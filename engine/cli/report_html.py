@@ -9,7 +9,7 @@ from __future__ import annotations
 import html
 import io
 
-from .api.results import SearchResult, is_win
+from ..api.results import SearchResult, is_win
 
 OUTCOME_COLOURS = {
     "verified": "#2a9d3f",

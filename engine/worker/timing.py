@@ -19,8 +19,8 @@ import torch
 import triton
 import triton.language as tl
 
+from ..api import stats
 from ..api.facts import CaseBench, CaseTiming, Ceilings, TimingResult, WorkerError
-from . import stats
 
 GRAPH_BELOW_MS = 0.1  # kernels shorter than this are timed as CUDA-graph replays
 STALE_SCALE = 10.0  # tolerance multiplier of the check after timing (it catches stale results)

@@ -13,7 +13,7 @@ import itertools
 from dataclasses import dataclass
 
 from ..api.facts import CaseLaunches
-from ..evaluate.stats import geomean
+from ..api.stats import geomean
 from ..mutate.edits import Edits
 
 

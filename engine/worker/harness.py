@@ -48,7 +48,8 @@ from ..protocol import (
 )
 from ..task.scaffold import STUB_MARK
 from ..task.spec import Task
-from . import audit, shapes, wire
+from . import audit, shapes
+from . import values as wire
 from .audit import AuditMode
 from .autotune_choice import AutotuneChoice
 from .compare import bitwise_equal, compare, flatten, identical, mean_magnitude

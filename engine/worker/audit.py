@@ -16,7 +16,7 @@ from collections import Counter
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from .op_sets import ALLOCATION_OPS, ALLOWED_OPS, CHECK_OPS, COPY_OPS, FILL_OPS  # noqa: F401
+from ..api.op_sets import ALLOCATION_OPS, ALLOWED_OPS, CHECK_OPS, COPY_OPS, FILL_OPS  # noqa: F401
 
 # Quiet NaNs with a payload no arithmetic produces: an element still holding one was never written.
 POISON_BITS = {

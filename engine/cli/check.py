@@ -2,36 +2,16 @@
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterable, Iterator
+from typing import Iterable
 
 import msgspec
 
-from .findings import Finding
-from .index.model import Span
-from .rules import SYNTAX_ERROR, check_source
-
-# Folders that never hold the user's own kernels.
-SKIP_DIRS = {
-    ".git",
-    ".hg",
-    ".svn",
-    "__pycache__",
-    "node_modules",
-    ".kernelbrain",
-    ".venv",
-    "venv",
-    ".tox",
-    ".nox",
-    ".mypy_cache",
-    ".pytest_cache",
-    ".ruff_cache",
-    "build",
-    "dist",
-    "site-packages",
-}
+from ..api.findings import Finding
+from ..index.files import iter_python_files
+from ..index.model import Span
+from ..rules import SYNTAX_ERROR, check_source
 
 
 @dataclass
@@ -40,21 +20,6 @@ class CheckResult:
     files_checked: int = 0
     missing: list[Path] = field(default_factory=list)
     skipped: list[str] = field(default_factory=list)
-
-
-def iter_python_files(root: Path) -> Iterator[Path]:
-    """Python files under `root`, skipping VCS, caches, virtual environments and build output."""
-    for dirpath, dirnames, filenames in os.walk(root):
-        dirnames[:] = sorted(
-            d
-            for d in dirnames
-            if d not in SKIP_DIRS
-            and not d.startswith(".")
-            and not (Path(dirpath, d, "pyvenv.cfg")).exists()
-        )
-        for name in sorted(filenames):
-            if name.endswith(".py"):
-                yield Path(dirpath, name)
 
 
 def check_file(path: Path) -> list[Finding]:

@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 from typing import Sequence
 
-from .api.budget import DEFAULT_BUDGET
+from ..api.budget import DEFAULT_BUDGET
 
 EXIT_OK = 0
 EXIT_FINDINGS = 1
@@ -59,7 +59,7 @@ def _fail(args: argparse.Namespace, kind: str, message: str, code: int) -> None:
 def _harness_exit(reason: str | None, accepted: bool) -> int:
     """0 accepted; 2 when the harness is at fault (its reference, inputs or small inputs);
     1 when the kernel checked is."""
-    from .api.facts import HARNESS_REASONS
+    from ..api.facts import HARNESS_REASONS
 
     if accepted:
         return EXIT_OK
@@ -90,8 +90,8 @@ def _cmd_check(args: argparse.Namespace) -> int:
 
 
 def _task(target: str):
-    from .task import TaskError, find_task
-    from .task.discover import split_target
+    from ..task import TaskError, find_task
+    from ..task.discover import split_target
 
     path, kernel = split_target(target)
     try:
@@ -101,7 +101,7 @@ def _task(target: str):
 
 
 def _device(requested: str | None) -> str:
-    from .evaluate.devices import resolve_device
+    from ..evaluate.devices import resolve_device
 
     try:
         return resolve_device(requested)
@@ -112,8 +112,8 @@ def _device(requested: str | None) -> str:
 def _cmd_verify(args: argparse.Namespace) -> int:
     import msgspec
 
-    from .evaluate.pool import WorkerPool
-    from .evaluate.verify import verify
+    from ..evaluate.pool import WorkerPool
+    from ..evaluate.verify import verify
     from .report_text import print_verify
 
     task = _task(args.target)
@@ -143,15 +143,15 @@ def _cmd_verify(args: argparse.Namespace) -> int:
 def _cmd_bench(args: argparse.Namespace) -> int:
     import msgspec
 
-    from .evaluate.devices import is_gpu
-    from .evaluate.pool import WorkerPool
-    from .evaluate.verify import bench, run_harness
+    from ..evaluate.devices import is_gpu
+    from ..evaluate.pool import WorkerPool
+    from ..evaluate.verify import bench, run_harness
     from .report_text import print_bench, print_harness
 
     task = _task(args.target)
     device = _device(args.device)
     progress = None if args.json else _stderr_progress
-    from .profile.measured import classify, measured_findings
+    from ..profile.measured import classify, measured_findings
 
     with WorkerPool() as pool:
         harness = run_harness(pool, task, None, device, on_progress=progress)
@@ -165,7 +165,7 @@ def _cmd_bench(args: argparse.Namespace) -> int:
     )
     ncu = None
     if args.ncu and result is not None:
-        from .profile.ncu import ncu_report
+        from ..profile.ncu import ncu_report
 
         ncu = ncu_report(task, args.ncu_case)
     if args.json:
@@ -199,10 +199,10 @@ def _cmd_bench(args: argparse.Namespace) -> int:
 def _cmd_profile(args: argparse.Namespace) -> int:
     import msgspec
 
-    from .evaluate.devices import gpu_count
-    from .profile.whole_program import run_profile
-    from .store import Store
-    from .store.db import store_root
+    from ..evaluate.devices import gpu_count
+    from ..profile.whole_program import run_profile
+    from ..store import Store
+    from ..store.db import store_root
 
     if not args.script.is_file():
         raise UsageError(f"{args.script}: no such file")
@@ -244,9 +244,9 @@ def _cmd_profile(args: argparse.Namespace) -> int:
 
 
 def _cmd_init(args: argparse.Namespace) -> int:
-    from .task import TaskError
-    from .task.discover import split_target
-    from .task.scaffold import scaffold
+    from ..task import TaskError
+    from ..task.discover import split_target
+    from ..task.scaffold import scaffold
 
     path, kernel = split_target(args.target)
     if kernel is None:
@@ -269,9 +269,9 @@ def _cmd_init(args: argparse.Namespace) -> int:
 def _init_with_llm(args: argparse.Namespace, path, kernel: str) -> int:
     """`init --llm`: the LLM drafts the reference and inputs; the original kernel must pass the
     drafted harness (five stages, sandboxed) before anything is written."""
-    from .llm.harness_draft import DraftFailed, draft_checked
-    from .llm.mutator import LLMMutator
-    from .task import TaskError
+    from ..llm.harness_draft import DraftFailed, draft_checked
+    from ..llm.mutator import LLMMutator
+    from ..task import TaskError
 
     settings, key = _llm_settings(args)
     llm = LLMMutator(settings, key)
@@ -305,8 +305,8 @@ def _init_with_llm(args: argparse.Namespace, path, kernel: str) -> int:
 def _cmd_optimize(args: argparse.Namespace) -> int:
     import msgspec
 
-    from .api.budget import parse_duration
-    from .service import OptimizeRequest, SearchBusy, SearchError
+    from ..api.budget import parse_duration
+    from ..service import OptimizeRequest, SearchBusy, SearchError
 
     try:
         wall = parse_duration(args.budget)
@@ -374,7 +374,7 @@ def _cmd_optimize(args: argparse.Namespace) -> int:
 
 
 def _cmd_memory(args: argparse.Namespace) -> int:
-    from .store.memory import Memory
+    from ..store.memory import Memory
 
     memory = Memory()
     try:
@@ -397,8 +397,8 @@ def _notice(message: str) -> None:
 def _run_search(request, task, quiet: bool, llm_key: str | None = None):
     """The search in a thread that Ctrl-C cancels for real (`console.py`), with progress on
     stderr unless `quiet`."""
+    from ..service import optimize
     from .console import ProgressView, run_interruptibly
-    from .service import optimize
 
     with ProgressView(task.kernel, enabled=not quiet) as view:
         return run_interruptibly(
@@ -454,7 +454,7 @@ def _add_llm_flags(p: argparse.ArgumentParser) -> None:
 def _llm_settings(args: argparse.Namespace, **more):
     """The LLM settings and key from the environment and the flags; a bad value is a usage
     error naming it."""
-    from .llm.settings import from_environment
+    from ..llm.settings import from_environment
 
     price = None
     if args.llm_price is not None:
