@@ -86,7 +86,7 @@ def test_ahead_of_time_cache_key_is_the_jits(tmp_path):
     from triton.compiler import ASTSource
 
     from kernelbrain.engine.worker.compiled import _jit_function, _signature
-    from kernelbrain.engine.worker.harness import ModuleLoader
+    from kernelbrain.engine.worker.loader import ModuleLoader
     from kernelbrain.engine.worker.specialize import _arg_spec
 
     loader = ModuleLoader()

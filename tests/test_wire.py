@@ -15,7 +15,7 @@ from kernelbrain.engine import protocol as m
 from kernelbrain.engine.task.spec import Task
 from kernelbrain.engine.worker import values as wire
 from kernelbrain.engine.worker.compare import identical
-from kernelbrain.engine.worker.harness import RemoteRunner, Run, compact_runs
+from kernelbrain.engine.worker.runs import RemoteRunner, Run, compact_runs
 
 TASK = Task("config", "k.py", "k", "f", "ref.py", "g", "h")
 

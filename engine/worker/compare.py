@@ -13,7 +13,7 @@ from .audit import unwritten
 # softmax over 32,768 columns holds values near 3e-5, well within atol 1e-2 of zero).
 ATOL_MAGNITUDE_FRACTION = 0.1
 
-# rtol, atol by the lower-precision dtype of the two sides (brief §4), overridable per task.
+# rtol, atol by the lower-precision dtype of the two sides, overridable per task.
 TOLERANCES = {
     torch.float64: (1e-7, 1e-7),
     torch.float32: (1e-4, 1e-5),

@@ -18,6 +18,13 @@ import tempfile
 import time
 from pathlib import Path
 
+from ..api.device import (
+    MAX_BLOCKS_PER_SM,
+    MAX_WARPS_PER_SM,
+    REGS_PER_SM,
+    SMEM_PER_PROGRAM,
+    SMEM_PER_SM,
+)
 from ..api.facts import CompiledFacts, LaunchRecord
 from ..protocol import Compile
 
@@ -28,14 +35,9 @@ STG_RE = re.compile(r"\bSTG\.E(?:\.([A-Z0-9_.]+))?")
 INSTR_RE = re.compile(r"/\*([0-9a-f]{4,})\*/\s+(?:@!?U?P[T0-9]+\s+)?([A-Z][A-Z0-9_.]*)([^;]*)")
 BRA_TARGET_RE = re.compile(r"^\s*`?\(?(0x[0-9a-f]+)")
 WIDTHS = {"64": 64, "128": 128, "U8": 8, "S8": 8, "U16": 16, "S16": 16}
-MAX_WARPS_PER_SM = 64
-REGS_PER_SM = 65536
-SMEM_PER_SM = 228 * 1024
-# The most shared memory one program may use on sm_90 (the opt-in limit a block): a launch that
-# needs more fails with OutOfResources when the GPU loads it. AOT compiles report the need, so
-# such a launch is refused at the compile rung; on the H200 four attention re-tilings (264-416 KB)
-# passed compile and the small smoke inputs and failed only when timed, each after a quick timing.
-SMEM_PER_PROGRAM = 227 * 1024
+# AOT compiles report a launch's shared memory, so one over SMEM_PER_PROGRAM is refused at the
+# compile rung: on the H200 four attention re-tilings (264-416 KB) passed compile and the small
+# smoke inputs and failed only when timed, each after a quick timing.
 
 
 def _tool(name: str) -> str | None:
@@ -118,7 +120,7 @@ def sass_facts(sass: str) -> tuple[dict[str, int], dict[str, int], int, int, int
 
 def occupancy(n_regs: int | None, shared: int | None, num_warps: int) -> float:
     threads = 32 * num_warps
-    blocks = min(32, MAX_WARPS_PER_SM // num_warps)
+    blocks = min(MAX_BLOCKS_PER_SM, MAX_WARPS_PER_SM // num_warps)
     if n_regs:
         blocks = min(blocks, REGS_PER_SM // (max(n_regs, 1) * threads))
     if shared:

@@ -12,14 +12,15 @@ def main() -> None:
 
     from .. import protocol as m
     from ..task.spec import Task
-    from .harness import Harness, ModuleLoader
+    from .harness import Harness
+    from .loader import ModuleLoader
 
     task = msgspec.json.decode(open(sys.argv[1], "rb").read(), type=Task)
     case = int(sys.argv[2])
     candidate = open(sys.argv[3]).read() if len(sys.argv) > 3 else None
     h = Harness(m.RunHarness(task, candidate), "cuda", ModuleLoader(), lambda *_: None)
     h.load()
-    args = h.full_cases("timing")[case]
+    args = h.inputs.full("timing")[case]
     with torch.no_grad():
         for _ in range(2):
             h.entry(*args)

@@ -41,8 +41,10 @@ def _serve(device: str, rfd: int, wfd: int) -> None:
     import triton
 
     from .audit import install_launch_hook
-    from .harness import Harness, ModuleLoader, classify_exception, serve_run_candidate
+    from .failures import classify_exception
+    from .harness import Harness, serve_run_candidate
     from .jit_clock import CLOCK
+    from .loader import ModuleLoader
 
     install_launch_hook()
     if interpreter:
@@ -129,14 +131,17 @@ def _serve(device: str, rfd: int, wfd: int) -> None:
 def _specialize(req, dev, loader, progress):
     from .. import protocol as m
     from ..api import facts
-    from .harness import Harness, stage_seed
+    from .cases import stage_seed
+    from .harness import Harness
     from .shapes import describe
     from .specialize import dry_run, dry_run_inputs
 
     h = Harness(m.RunHarness(req.task, req.candidate, seed=req.seed), dev, loader, progress)
     h.load()
     if req.stages:
-        if h.small_fn is None:  # its stages check the benchmark inputs: the compile rung's cases
+        if (
+            h.inputs.small_fn is None
+        ):  # its stages check the benchmark inputs: the compile rung's cases
             return facts.SpecializeResult([], "none", error="the task has no small_inputs")
         progress("specialize", f"dry run of the {', '.join(req.stages)} inputs")
         return dry_run_inputs(
@@ -162,7 +167,7 @@ def _specialize(req, dev, loader, progress):
             _DRAWN.clear()
         key = task_key + (device,)
         if key not in _DRAWN:
-            _DRAWN[key] = h._draw(h.inputs_fn, seed, "inputs", device)
+            _DRAWN[key] = h.inputs.draw(h.inputs.inputs_fn, seed, "inputs", device)
         return _DRAWN[key]
 
     return dry_run(h.entry, draw, describe)
@@ -180,7 +185,7 @@ def _time(req, dev, loader, progress):
 
     h = Harness(m.RunHarness(req.task, req.candidate, seed=req.seed), dev, loader, progress)
     h.load()
-    cases = h.full_cases("timing")
+    cases = h.inputs.full("timing")
     labels = case_labels(req.task, cases)
     if getattr(req, "cases", None) is not None:
         cases, labels = [cases[i] for i in req.cases], [labels[i] for i in req.cases]
@@ -194,7 +199,7 @@ def _time(req, dev, loader, progress):
             "timing", f"{len(cases)} cases, {len(entries)} candidates interleaved with the original"
         )
         results = compare_cases(
-            h.original_entry,
+            h.modules.original_entry,
             entries,
             cases,
             labels,

@@ -15,9 +15,9 @@ from types import SimpleNamespace
 
 import torch
 
+from ..api.device import MAX_WARPS_PER_SM, REGS_PER_SM, SMEM_PER_PROGRAM, SMEM_PER_SM, SMS
 from ..api.facts import ArgSpec, CaseLaunches, LaunchRecord, SpecializeResult
 from . import audit
-from .compiled import MAX_WARPS_PER_SM, REGS_PER_SM, SMEM_PER_PROGRAM, SMEM_PER_SM
 
 CPU_FALLBACK_MAX_BYTES = 2 << 30
 
@@ -175,7 +175,7 @@ DEVICE_STAND_IN = SimpleNamespace(
     name="dry run: sm_90 (H200)",
     major=9,
     minor=0,
-    multi_processor_count=132,
+    multi_processor_count=SMS,
     regs_per_multiprocessor=REGS_PER_SM,
     shared_memory_per_multiprocessor=SMEM_PER_SM,
     shared_memory_per_block=49152,

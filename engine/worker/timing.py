@@ -1,6 +1,6 @@
 """GPU timing inside a worker (imports torch and triton).
 
-Timing the way a careful engineer would (brief §4): warm-up first (compilation stays out), the L2
+Timing the way a careful engineer would: warm-up first (compilation stays out), the L2
 cache flushed before every run (a read pass over Triton's benchmark buffer), the GPU held by a
 spin until the CPU has enqueued an eager run (so the host's launch time stays out), CUDA events
 around each run, medians and spreads, CUDA graphs for short kernels (launch overhead would

@@ -1,0 +1,64 @@
+"""How a harness run fails, and whose fault it is: a reason code (machine-readable, stable), and
+whether the device context survived."""
+
+from __future__ import annotations
+
+import traceback
+
+import torch
+
+from ..api.facts import CaseResult
+from ..task.scaffold import STUB_MARK
+
+# Reasons a runner may report for the candidate's own call. Anything else it claims (a broken
+# harness, say) is the candidate's exception: a candidate cannot shift the blame to the task.
+CANDIDATE_REASONS = frozenset(
+    {
+        "exception",
+        "load-error",
+        "compile-error",
+        "out-of-memory",
+        "illegal-memory-access",
+        "cuda-error",
+        "type",
+    }
+)
+
+
+class HarnessFailure(Exception):
+    def __init__(self, reason: str, message: str, case: CaseResult | None = None):
+        super().__init__(message)
+        self.reason = reason
+        self.message = message
+        self.case = case
+
+
+class FatalDeviceError(HarnessFailure):
+    """The device context is unusable (e.g. illegal memory access): the worker must restart."""
+
+
+def classify_exception(exc: BaseException) -> tuple[str, bool]:
+    """(reason, fatal) for an exception raised by user or candidate code."""
+    text = f"{type(exc).__name__}: {exc}"
+    if STUB_MARK in text:
+        return "harness-incomplete", False
+    if (
+        isinstance(exc, torch.cuda.OutOfMemoryError)
+        or "out of memory" in text.lower()
+        or "can't allocate memory" in text
+    ):
+        return "out-of-memory", False
+    if isinstance(exc, MemoryError):
+        return "out-of-memory", False
+    if "illegal memory access" in text or "illegal address" in text or "misaligned address" in text:
+        return "illegal-memory-access", True
+    if "CUDA error" in text or "unspecified launch failure" in text:
+        return "cuda-error", True
+    if type(exc).__name__ in ("CompilationError", "CompileTimeAssertionFailure"):
+        return "compile-error", False
+    return "exception", False
+
+
+def short_traceback(exc: BaseException, limit: int = 6) -> str:
+    lines = traceback.format_exception(type(exc), exc, exc.__traceback__)
+    return "".join(lines[-limit:]).strip()

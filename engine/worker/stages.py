@@ -1,0 +1,93 @@
+"""The five correctness stages: which inputs each checks, and the determinism stage's own check.
+
+smoke (the small cases), sweep (every benchmark case on a GPU, plus odd sizes around the block
+sizes, primes and one row), stability (large, small, mixed magnitudes and -inf, at a looser
+tolerance), determinism (three bitwise-equal runs, unless the original is not deterministic
+either) and edge (strided and column-major inputs and size-1 dimensions, where the original
+accepts them). Each stage draws fresh inputs from its own seed.
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+from ..api.facts import CaseResult
+from ..task.spec import Task
+from . import shapes
+from .cases import CaseSource, stage_seed
+from .compare import bitwise_equal
+from .failures import HarnessFailure
+
+STABILITY_KINDS = ("large", "small", "mixed", "neg-inf")
+STABILITY_SCALE = 10.0  # tolerance multiplier for the stability stage
+
+
+def stage_inputs(cases: CaseSource, task: Task, stage: str, seed: int, full_cases: bool):
+    """Every input a stage checks, lazily, as (label, args, check options). The stages run
+    them; a dry run records what they would launch, so the search can compile their
+    specialisations ahead of time on the CPU (`Specialize.stages`). `full_cases`: the sweep
+    and determinism stages check the benchmark cases too (GPU workers)."""
+    if stage == "smoke":
+        for i, args in enumerate(cases.small("smoke")):
+            yield f"small case {i}", args, {}
+    elif stage == "sweep":
+        if full_cases:
+            full = cases.full("sweep")
+            for i, (args, name) in enumerate(zip(full, shapes.case_labels(task, full))):
+                yield f"case {i}", args, {"timing_label": name}
+        blocks = cases.block_sizes()
+        for i, args in enumerate(cases.small("sweep")):
+            yield f"small case {i}", args, {}
+            for label, variant in shapes.odd_sizes(args, blocks, stage_seed(seed, f"sweep{i}")):
+                yield f"small case {i} size {label}", variant, {"derived": True}
+    elif stage == "stability":
+        for i, args in enumerate(cases.small("stability")[:2]):
+            for kind in STABILITY_KINDS:
+                yield (
+                    f"small case {i} {kind}",
+                    shapes.scaled(args, kind, i),
+                    {"scale": STABILITY_SCALE},
+                )
+    elif stage == "determinism":
+        drawn = cases.full("determinism") if full_cases else cases.small("determinism")
+        yield "3 runs", drawn[0], {}
+    elif stage == "edge":
+        for i, args in enumerate(cases.small("edge")):
+            variants = [
+                ("strided", shapes.non_contiguous(args)),
+                ("column-major", shapes.transposed(args)),
+            ]
+            variants += shapes.size_one(args, stage_seed(seed, f"edge{i}"))
+            for label, variant in variants:
+                if variant is not None:
+                    yield f"small case {i} {label}", variant, {"only_if_original_ok": True}
+    else:
+        raise ValueError(f"unknown stage {stage!r}")
+
+
+def check_determinism(runs: list, args, call_original: Callable[[tuple], object]) -> CaseResult:
+    """Three runs per configuration (`runs`, in trios) must give the same bits, unless the
+    original's three runs (`call_original`) differ too; raises HarnessFailure otherwise."""
+    differ = ""
+    for i in range(0, len(runs), 3):
+        trio = runs[i : i + 3]
+        if not all(bitwise_equal(trio[0].output, r.output) for r in trio[1:]):
+            differ = f" (autotune config {trio[0].config})" if trio[0].config else ""
+            break
+    else:
+        return CaseResult("determinism", "3 runs", True, message="bitwise identical")
+    originals = [call_original(args) for _ in range(3)]
+    if not all(bitwise_equal(originals[0], r) for r in originals[1:]):
+        return CaseResult(
+            "determinism", "3 runs", True, message="differs between runs, as the original does"
+        )
+    case = CaseResult(
+        "determinism", "3 runs", False, "nondeterministic", "outputs differ between identical runs"
+    )
+    raise HarnessFailure(
+        "nondeterministic",
+        f"determinism stage ({shapes.describe(args)}{differ}): three runs on "
+        "the same inputs gave different bits, while the original is "
+        "deterministic",
+        case,
+    )
