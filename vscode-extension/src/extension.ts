@@ -5,6 +5,7 @@
  * key in secret storage, and workspace trust (restricted mode: static diagnostics only).
  */
 import * as vscode from "vscode";
+import { JobBook } from "./common/jobs";
 import { createLogs } from "./common/log";
 import { apiKeyProblem } from "./common/redact";
 import { currentSettings, ServerManager } from "./common/server";
@@ -14,7 +15,6 @@ import { Previews } from "./preview";
 import { ResultsView } from "./results";
 
 const SECRET = "kernelbrain.llmApiKey";
-const POLL_MS = 1000;
 
 interface KernelInfo {
   name: string;
@@ -35,10 +35,9 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
 
   let serverState: ServerState = "starting";
   let serverError: string | undefined;
-  let jobs: Job[] = [];
   const render = () => {
     const state = serverState === "running" && !vscode.workspace.isTrusted ? "restricted" : serverState;
-    const s = statusText(state, jobs, serverError);
+    const s = statusText(state, book.list(), serverError);
     status.text = s.text;
     status.tooltip = s.tooltip;
     status.backgroundColor = s.error ? new vscode.ThemeColor("statusBarItem.errorBackground") : undefined;
@@ -47,30 +46,25 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
   server.onState((state, detail) => {
     serverState = state;
     serverError = detail;
+    if (state === "running") {
+      void relist();
+    }
+    book.poke(); // a follower of a job learns that the server stopped
     render();
   });
 
-  // Searches: poll kernelbrain/jobs while any runs (answered from the server's memory).
-  let polling: NodeJS.Timeout | undefined;
-  const poll = async () => {
+  // Searches: the server pushes every change of a job (kernelbrain/jobChanged); a listing is
+  // asked for only when a server (re)starts, to learn what it holds.
+  const book = new JobBook();
+  book.onChange(() => render());
+  server.onNotification("kernelbrain/jobChanged", (job: Job) => book.apply(job));
+  const relist = async () => {
     try {
       const listing = await server.request<{ jobs: Job[] }>("kernelbrain/jobs", {});
-      jobs = listing?.jobs ?? [];
+      book.replaceAll(listing?.jobs ?? []);
     } catch (err) {
       log.warn(`kernelbrain/jobs: ${err}`);
     }
-    render();
-    if (!jobs.some(isActive) && polling) {
-      clearInterval(polling);
-      polling = undefined;
-    }
-  };
-  const startPolling = () => {
-    if (!polling) {
-      polling = setInterval(() => void poll(), POLL_MS);
-      context.subscriptions.push({ dispose: () => polling && clearInterval(polling) });
-    }
-    void poll();
   };
 
   const activeFile = (): vscode.TextEditor | undefined => {
@@ -118,7 +112,6 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
     if (started && !started.started && started.message) {
       log.warn(started.message);
     }
-    startPolling();
   };
 
   const variantsOf = async (uri: string, kernel: string) => {
@@ -163,8 +156,7 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
 
   register("kernelbrain.optimizeAtCursor", (...args: unknown[]) => withKernel(args, optimize));
   register("kernelbrain.cancelSearch", async (jobId?: string) => {
-    await poll();
-    const running = jobs.filter(isActive);
+    const running = book.list().filter(isActive);
     const id =
       typeof jobId === "string"
         ? jobId
@@ -178,7 +170,6 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
             )?.id;
     if (id) {
       await vscode.commands.executeCommand("kernelbrain.cancel", id);
-      startPolling();
     }
   });
   register("kernelbrain.showVariants", (...args: unknown[]) =>
@@ -206,12 +197,11 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
     withKernel(args, (uri, kernel) => results.show(uri, kernel, undefined, vscode.ViewColumn.Active)),
   );
   register("kernelbrain.showJobs", async () => {
-    await poll();
     if (serverState === "error" || serverState === "stopped") {
       log.show();
       return;
     }
-    const items = jobs.map((j) => ({
+    const items = book.list().map((j) => ({
       label: `${j.kernel}`,
       description: `${j.state}${j.best_speedup ? ` · best ${j.best_speedup.toFixed(2)}×${j.measured ? "" : " (est.)"}` : ""}`,
       detail: j.message,
@@ -271,26 +261,18 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
       async (progress, token) => {
         token.onCancellationRequested(() => void vscode.commands.executeCommand("kernelbrain.cancel", jobId));
         let done = 0;
-        let unseen = 0; // polls without the job: a restarted server has forgotten it
-        for (;;) {
-          const job = jobs.find((j) => j.id === jobId);
-          if (job && !isActive(job)) {
-            return job;
-          }
-          unseen = job ? 0 : unseen + 1;
-          if (unseen > 30 || serverState === "error" || serverState === "stopped") {
-            return { id: jobId, kernel, state: "failed", error: "the server stopped or lost the search" } as Job;
-          }
-          if (job) {
+        return book.follow(
+          jobId,
+          (job) => {
             const pct = Math.round((job.fraction ?? 0) * 100);
             progress.report({
               increment: Math.max(0, pct - done),
               message: `${job.state === "queued" ? "queued" : `${pct}%`} · ${formatSpeedup(job.best_speedup, job.measured)}`,
             });
             done = Math.max(done, pct);
-          }
-          await new Promise((r) => setTimeout(r, POLL_MS));
-        }
+          },
+          () => (serverState === "error" || serverState === "stopped" ? "the server stopped or lost the search" : undefined),
+        );
       },
     ).then(async (job) => {
       tracked.delete(jobId);
@@ -318,7 +300,6 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
     if (command === "kernelbrain.optimize" && result?.started && typeof result.job === "string") {
       track(result.job, String(args[0]), String(args[1]));
     }
-    startPolling();
   });
 
   // Settings: interpreter and import strategy need a new server; the rest reach it live.
@@ -363,7 +344,6 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
   }
   render();
   await server.start();
-  void poll();
 }
 
 export function deactivate(): Thenable<void> | undefined {

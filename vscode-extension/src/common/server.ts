@@ -67,6 +67,7 @@ export class ServerManager implements vscode.Disposable {
   private readonly stateListeners: ((state: "starting" | "running" | "stopped" | "error", detail?: string) => void)[] = [];
   private starting: Promise<void> | undefined;
   private readonly commandListeners: ((command: string, args: unknown[], result: unknown) => void)[] = [];
+  private readonly notificationListeners: [string, (params: any) => void][] = [];
 
   constructor(
     private readonly context: vscode.ExtensionContext,
@@ -83,6 +84,12 @@ export class ServerManager implements vscode.Disposable {
   /** Called after every server command the editor runs (the lens's Optimize included). */
   onCommand(listener: (command: string, args: unknown[], result: unknown) => void): void {
     this.commandListeners.push(listener);
+  }
+
+  /** A notification the server pushes (registered again on every server this manager starts). */
+  onNotification(method: string, listener: (params: any) => void): void {
+    this.notificationListeners.push([method, listener]);
+    this.client?.onNotification(method, listener);
   }
 
   private emit(state: "starting" | "running" | "stopped" | "error", detail?: string): void {
@@ -192,6 +199,9 @@ export class ServerManager implements vscode.Disposable {
       },
     };
     const client = new LanguageClient("kernelbrain", "KernelBrain", serverOptions, clientOptions);
+    for (const [method, listener] of this.notificationListeners) {
+      client.onNotification(method, listener);
+    }
     client.onDidChangeState((e) => {
       if (e.newState === State.Running) {
         this.emit("running");

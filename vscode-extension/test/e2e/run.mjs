@@ -237,6 +237,14 @@ async function trustedScenario(browser) {
     check("when it ends, a notification says what it found", true);
     await page.locator(".statusbar-item", { hasText: "gelu_kernel" }).first().waitFor({ state: "detached", timeout: 30_000 });
     check("the search finished", true);
+    await page.waitForTimeout(1500); // the trace is written behind the messages
+    const trace = filesUnder(cs.userData)
+      .filter((f) => f.endsWith(".log"))
+      .map((f) => readFileSync(f, "utf8"))
+      .join("\n");
+    const listings = trace.split("\n").filter((l) => l.includes("Sending request 'kernelbrain/jobs")).length;
+    const pushes = trace.split("\n").filter((l) => l.includes("'kernelbrain/jobChanged'")).length;
+    check("progress and results arrive pushed, not polled", pushes >= 2 && listings <= 2, `${pushes} pushes, ${listings} listings`);
 
     await page.locator(".monaco-editor .view-lines").first().click();
     await runCommand(page, "KernelBrain: Preview Variant");
