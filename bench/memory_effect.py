@@ -25,7 +25,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from kernelbrain.engine.service import OptimizeRequest, optimize  # noqa: E402
+from kernelbrain.engine.api.request import OptimizeRequest  # noqa: E402
+from kernelbrain.engine.service import optimize  # noqa: E402
 from kernelbrain.engine.store.memory import Memory  # noqa: E402
 
 SIMILAR_SHAPES = "[(8192, 2048), (2048, 8192), (512, 16384)]"

@@ -10,16 +10,17 @@ from __future__ import annotations
 
 import threading
 import time
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
 from .api import facts as m
-from .api.budget import DEFAULT_WALL_S, Budget
+from .api.budget import Budget
+from .api.request import LLMOptions, OptimizeRequest
 from .api.results import SearchEvent, SearchResult
 from .evaluate.devices import is_gpu, resolve_device
 from .evaluate.pool import WorkerPool
-from .llm import LLMMutator, LLMSettings
+from .llm import LLMMutator
+from .llm.settings import resolve_llm
 from .search.cost_model import DeviceModel
 from .search.driver import Search, SearchError
 from .store import SearchBusy, Store
@@ -28,7 +29,6 @@ from .task import find_task
 from .task.spec import Task
 
 __all__ = [
-    "OptimizeRequest",
     "SearchBusy",
     "SearchError",
     "device_ceilings",
@@ -36,21 +36,6 @@ __all__ = [
     "optimize",
     "task_root",
 ]
-
-
-@dataclass
-class OptimizeRequest:
-    file: str
-    kernel: str | None = None
-    budget_s: float = DEFAULT_WALL_S
-    max_candidates: int | None = None  # None: no cap
-    device: str = "auto"
-    seed: int = 0
-    mutators: list[str] | None = None  # None: every offline mutator
-    compile_workers: int | None = None  # None: `pool.default_compile_workers()`
-    wait: bool = False  # another search of the kernel running: wait for it (else SearchBusy)
-    llm: LLMSettings | None = None  # None: offline mutators only (the key travels apart)
-    memory: bool | None = None  # the experience memory; None: on unless KERNELBRAIN_MEMORY=off
 
 
 def task_root(task: Task) -> Path:
@@ -100,6 +85,17 @@ def _wait_for_other_search(
             time.sleep(0.5)
 
 
+def _llm_mutator(
+    options: LLMOptions | None, key: str | None, on_notice: Callable[[str], None] | None
+) -> LLMMutator | None:
+    """The LLM mutator a request asks for: its options over the environment's settings, and the
+    key handed over (else the environment's). Raises ValueError on a setting out of range."""
+    if options is None:
+        return None
+    settings, env_key = resolve_llm(options)
+    return LLMMutator(settings, key or env_key, notify=on_notice)
+
+
 def optimize(
     request: OptimizeRequest,
     *,
@@ -145,7 +141,7 @@ def optimize(
             compile_workers=request.compile_workers,
             device_model=device_model(ceilings),
             ceilings=ceilings,
-            llm=LLMMutator(request.llm, llm_key, notify=on_notice) if request.llm else None,
+            llm=_llm_mutator(request.llm, llm_key, on_notice),
             memory=memory,
         )
         return search.run()

@@ -18,17 +18,15 @@ from pygls.uris import from_fs_path, to_fs_path
 from pygls.workspace import TextDocument
 
 from kernelbrain.engine.agent import protocol as p
-from kernelbrain.engine.api.findings import Finding
-from kernelbrain.engine.evaluate import secrets
-from kernelbrain.engine.index.builder import source_hash
-from kernelbrain.engine.index.files import iter_python_files
-from kernelbrain.engine.task.discover import harness_config
+from kernelbrain.engine.api import secrets
+from kernelbrain.engine.api.analysis import Finding, iter_python_files, source_hash
+from kernelbrain.engine.api.tasks import harness_config, keeps_results
 
 from .debounce import Debouncer
 from .dispatch import AnsweringProtocol, expect, guarded
 from .editor_settings import Settings, parse_settings
 from .engine_bridge import EngineBridge, EngineUnavailable
-from .shared import NO_HARNESS, RunningJob
+from .shared import JOB_CHANGED, NO_HARNESS, RunningJob, job_json
 from .state import FileState, WorkspaceIndex
 from .variants import ResultRegistry
 from .watcher import WorkspaceWatcher
@@ -37,6 +35,9 @@ log = logging.getLogger("kernelbrain.server")
 VERSION = "0.1.0"
 # A workspace scan reads at most this many Python files; monorepos keep the server responsive.
 MAX_SCANNED_FILES = 5000
+# How long a request that offers variants waits for its file's stored records: the engine agent
+# reads them from SQLite in milliseconds, but may first have to start (seconds on a busy machine).
+STORED_WAIT_S = 20.0
 
 
 class KernelBrainServer(LanguageServer):
@@ -61,13 +62,13 @@ class KernelBrainServer(LanguageServer):
             lambda msg: self.tell_once(
                 f"restart:{msg}", f"KernelBrain: {msg}", types.MessageType.Warning
             ),
+            self._on_jobs_changed,
         )
         self.compiled: dict[
             str, tuple[str, p.CompiledViewResult]
         ] = {}  # uri -> (source hash, view)
         self.harness_findings: dict[str, list[Finding]] = {}
         self.results = ResultRegistry()
-        self._profile_cache: dict[tuple[str, str], dict | None] = {}
         self.jobs: dict[str, RunningJob] = {}
         self.token_jobs: dict[str, str] = {}
 
@@ -147,10 +148,7 @@ class KernelBrainServer(LanguageServer):
             except (OSError, UnicodeDecodeError):
                 text = None
         previous = self.files.get(uri)
-        self.results.forget(path)  # results are re-read (and re-checked for staleness) on demand
-        self._profile_cache = {
-            k: v for k, v in self._profile_cache.items() if k[0] != os.path.realpath(path)
-        }
+        self.results.forget(path)  # the engine's records are asked for again after the analysis
         if text is None or "triton" not in text:
             if previous is not None:
                 self.files.drop(uri)
@@ -199,6 +197,7 @@ class KernelBrainServer(LanguageServer):
     def _after_analysis(self, state: FileState) -> None:
         self.harness_findings[state.uri] = self._harness_hints(state)
         self.publish(state)
+        self.fetch_stored(state)
         if (
             state.open
             and self.settings.compiled_view
@@ -293,31 +292,82 @@ class KernelBrainServer(LanguageServer):
 
     def measured_findings(self, state: FileState) -> list[Finding]:
         """KB3xx from the latest measured search of each kernel, while the kernel is as measured."""
-        from kernelbrain.engine.profile.measured import measured_findings, places_from_result
-
         from .variants import changed_functions
 
         out: list[Finding] = []
         current = None
         for k in state.index.launchable:
-            result = self.results.get(state.path, k.name)
-            if result is None or not result.measured:
+            record = self.results.record(state.path, k.name)
+            if record is None or record.result is None or not record.measured:
                 continue
             current = current if current is not None else (self.current_text(state.uri) or "")
-            if changed_functions(result.original, current, [k.name, result.entry]):
+            if changed_functions(record.result.original, current, [k.name, record.result.entry]):
                 continue
-            for code, severity, message in measured_findings(places_from_result(result)):
+            for f in record.measured:
                 out.append(
                     Finding(
-                        code,
-                        message + " (measured by the last search)",
+                        f.code,
+                        f.message + " (measured by the last search)",
                         k.name_span,
-                        severity,
+                        f.severity,
                         k.name,
                         state.path,
                     )
                 )
         return out
+
+    # -- the engine's records ------------------------------------------------------------------
+    def fetch_stored(self, state: FileState) -> None:
+        """Ask the agent, once per file until it changes on disk, what the workspace's store
+        keeps for its kernels; publish and refresh lenses when the answer comes."""
+        if not state.index.launchable or self.results.asking(state.path) is not None:
+            return
+        try:
+            request = asyncio.get_running_loop().create_future()
+        except RuntimeError:  # not on the event loop (analysis always is; a test may not be)
+            return
+        self.results.ask(state.path, request)
+        if not keeps_results(state.path):
+            request.set_result(None)
+            return
+        kernels = [k.name for k in state.index.launchable]
+        self._spawn(self._fetch_stored(state.uri, state.path, kernels, request))
+
+    async def _fetch_stored(self, uri: str, path: str, kernels: list[str], request) -> None:
+        try:
+            answer = await self.engine.request(
+                p.STORED, p.StoredRequest(path, kernels), p.StoredResults
+            )
+        except Exception as exc:  # the agent could not start, or its store failed: say so once
+            self.tell_once(
+                "stored-unavailable",
+                f"KernelBrain: earlier search results are unavailable: {exc}",
+                types.MessageType.Warning,
+            )
+            answer = None
+        finally:
+            if not request.done():
+                request.set_result(None)
+        if self.results.asking(path) is not request:  # the file changed meanwhile: asked again
+            return
+        for record in answer.records if answer else []:
+            if record.result is not None or record.profile_share is not None:
+                self.results.put(path, record)
+        state = self.files.get(uri)
+        if state is not None:
+            self.publish(state)
+        self.refresh_lenses()
+
+    async def stored_ready(self, uri: str) -> None:
+        """Wait (at most STORED_WAIT_S) for a file's stored records, if they are on their way:
+        requests that offer variants call this, so a reopened file offers what was found before."""
+        path = to_fs_path(uri) if isinstance(uri, str) else None
+        request = self.results.asking(path) if path else None
+        if request is not None and not request.done():
+            try:
+                await asyncio.wait_for(asyncio.shield(request), STORED_WAIT_S)
+            except asyncio.TimeoutError:
+                pass
 
     def publish(self, state: FileState) -> None:
         from .features.diagnostics import to_diagnostics
@@ -342,11 +392,25 @@ class KernelBrainServer(LanguageServer):
             self.workspace_code_lens_refresh(None)
 
     # -- jobs --------------------------------------------------------------------------------
+    def announce(self, job: RunningJob) -> None:
+        """Push a job's state to the client (`kernelbrain/jobChanged`): a client shows progress
+        and results from these notifications instead of polling `kernelbrain/jobs`."""
+        self.protocol.notify(JOB_CHANGED, job_json(job))
+
+    def _on_jobs_changed(self, msg: p.JobList) -> None:
+        for info in msg.jobs:
+            job = self.jobs.get(info.id)
+            if job is not None:
+                job.info = info
+                self.announce(job)
+        self.refresh_lenses()
+
     def _on_job_progress(self, msg: p.JobProgress) -> None:
         job = self.jobs.get(msg.job.id)
         if job is None:
             return
         job.info = msg.job
+        self.announce(job)
         if job.token is not None:
             best = (
                 f" · best {msg.event.best_speedup:.2f}x{'' if msg.event.measured else ' (est.)'}"
@@ -369,7 +433,8 @@ class KernelBrainServer(LanguageServer):
         job.info = msg.job
         result = msg.result
         if result is not None:
-            self.results.put(result.file, result.kernel, result)
+            self.results.put(result.file, p.KernelRecord(result.kernel, result, msg.measured))
+        self.announce(job)  # after the result is in: a client that asks for it now gets it
         if job.token is not None:
             self.work_done_progress.end(
                 job.token, types.WorkDoneProgressEnd(message=self._summary(msg))
@@ -401,7 +466,7 @@ class KernelBrainServer(LanguageServer):
     async def shutdown_engine(self) -> None:
         await self.engine.stop()
 
-    def find_offer(self, uri, kernel, variant_id):
+    async def find_offer(self, uri, kernel, variant_id):
         """(path, current text, offer) for a variant of a kernel in a document; offer None if gone.
         Arguments come from clients: each must be a string."""
         expect(uri, str, "uri")
@@ -411,6 +476,7 @@ class KernelBrainServer(LanguageServer):
         current = self.current_text(uri) if uri else None
         if not path or current is None:
             return path, current, None
+        await self.stored_ready(uri)
         offer = next(
             (o for o in self.results.offers(path, kernel, current) if o.variant.id == variant_id),
             None,
@@ -420,13 +486,10 @@ class KernelBrainServer(LanguageServer):
     # -- profiles ---------------------------------------------------------------------------
     def profile_share(self, path: str, kernel: str) -> str | None:
         """ "31% of GPU time in train.py" from the latest `kernelbrain profile` that ran this kernel."""
-        key = (os.path.realpath(path), kernel)
-        if key not in self._profile_cache:
-            self._profile_cache[key] = _lookup_profile(path, kernel)
-        row = self._profile_cache[key]
-        if row is None:
+        record = self.results.record(path, kernel)
+        if record is None or record.profile_share is None:
             return None
-        return f"{row['share']:.0%} of GPU time in {Path(row['script']).name}"
+        return f"{record.profile_share:.0%} of GPU time in {Path(record.profile_script or '').name}"
 
     # -- workspace -------------------------------------------------------------------------
     def workspace_roots(self) -> list[str]:
@@ -500,20 +563,6 @@ class KernelBrainServer(LanguageServer):
             return
         if items:
             self.apply_settings(items[0])
-
-
-def _lookup_profile(path: str, kernel: str) -> dict | None:
-    from kernelbrain.engine.store import Store
-    from kernelbrain.engine.store.db import store_root
-
-    root = store_root(Path(path))
-    if not (root / ".kernelbrain" / "kernelbrain.db").exists():
-        return None
-    store = Store(root)
-    try:
-        return store.kernel_profile(os.path.realpath(path), kernel)
-    finally:
-        store.close()
 
 
 def create_server() -> KernelBrainServer:

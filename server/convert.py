@@ -6,7 +6,7 @@ from lsprotocol import types
 from pygls.workspace import TextDocument
 from pygls.workspace.position_codec import ServerTextPosition, ServerTextRange
 
-from kernelbrain.engine.index import Span
+from kernelbrain.engine.api.analysis import Span
 
 
 class Positions:

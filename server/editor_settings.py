@@ -6,8 +6,8 @@ from typing import Any
 
 import msgspec
 
-from kernelbrain.engine.agent.protocol import LLMOptions
 from kernelbrain.engine.api.budget import DEFAULT_BUDGET, EDITOR_MAX_CANDIDATES, parse_duration
+from kernelbrain.engine.api.request import LLMOptions
 
 
 class Settings(msgspec.Struct, forbid_unknown_fields=False):

@@ -29,9 +29,11 @@ class EngineBridge:
         on_progress: Callable[[p.JobProgress], None],
         on_finished: Callable[[p.JobFinished], None],
         on_restart: Callable[[str], None],
+        on_changed: Callable[[p.JobList], None] = lambda jobs: None,
     ):
         self.on_progress = on_progress
         self.on_finished = on_finished
+        self.on_changed = on_changed
         self.on_restart = on_restart
         self._client: JsonRPCClient | None = None
         self._lock = asyncio.Lock()
@@ -58,6 +60,9 @@ class EngineBridge:
             )
             client.feature(p.JOB_FINISHED)(
                 lambda params: self._safe(self.on_finished, params, p.JobFinished)
+            )
+            client.feature(p.JOB_CHANGED)(
+                lambda params: self._safe(self.on_changed, params, p.JobList)
             )
             await client.start_io(sys.executable, "-m", "kernelbrain.engine.agent.main")
             asyncio.get_running_loop().create_task(self._drain(client))

@@ -7,9 +7,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import msgspec
+
 from kernelbrain.engine.agent import protocol as p
 
 NO_HARNESS = "KB003"  # a kernel with no task harness: a hint with a quick fix that scaffolds one
+JOB_CHANGED = (
+    "kernelbrain/jobChanged"  # server -> client: one job's state, as `kernelbrain/jobs` lists it
+)
 
 
 @dataclass
@@ -20,3 +25,8 @@ class RunningJob:
     uri: str
     kernel: str
     token: str | None
+
+
+def job_json(job: RunningJob) -> dict:
+    """A job as clients see it, in `kernelbrain/jobs` and `kernelbrain/jobChanged` alike."""
+    return msgspec.to_builtins(job.info) | {"uri": job.uri}

@@ -9,10 +9,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Iterator
 
-from kernelbrain.engine.api.findings import Finding
-from kernelbrain.engine.index import FileIndex, parse_module
-from kernelbrain.engine.index.builder import source_hash
-from kernelbrain.engine.rules import check_module
+from kernelbrain.engine.api.analysis import (
+    FileIndex,
+    Finding,
+    check_module,
+    parse_module,
+    source_hash,
+)
 
 
 @dataclass(frozen=True)

@@ -1,17 +1,14 @@
-"""Search results the editor offers: per (file, kernel), from finished jobs or the store."""
+"""Search results the editor offers: per (file, kernel), as the engine agent sent them."""
 
 from __future__ import annotations
 
 import ast
+import asyncio
 import os
 from dataclasses import dataclass, field
-from pathlib import Path
 
-import msgspec
-
+from kernelbrain.engine.agent.protocol import KernelRecord
 from kernelbrain.engine.api.results import SearchResult, Variant
-from kernelbrain.engine.store import Store
-from kernelbrain.engine.task.discover import harness_config
 
 from .rebase import Rebased, rebase
 
@@ -28,20 +25,36 @@ class Offer:
 
 @dataclass
 class ResultRegistry:
-    _results: dict[tuple[str, str], SearchResult] = field(default_factory=dict)
-    _checked_store: set[tuple[str, str]] = field(default_factory=set)
+    """What the engine keeps for each (file, kernel), as the agent sent it: a finished job pushes
+    its result, and a file's stored records are asked for once, when the file is first analysed
+    (again after it changes on disk). Answers come from here, in memory."""
 
-    def put(self, path: str, kernel: str, result: SearchResult) -> None:
-        self._results[(os.path.realpath(path), kernel)] = result
+    _records: dict[tuple[str, str], KernelRecord] = field(default_factory=dict)
+    _asked: dict[str, asyncio.Future] = field(default_factory=dict)  # realpath -> the request
+
+    def put(self, path: str, record: KernelRecord) -> None:
+        key = (os.path.realpath(path), record.kernel)
+        before = self._records.get(key)
+        if before is not None and record.profile_share is None:  # a job's result keeps the share
+            record.profile_share, record.profile_script = (
+                before.profile_share,
+                before.profile_script,
+            )
+        self._records[key] = record
+
+    def record(self, path: str, kernel: str) -> KernelRecord | None:
+        return self._records.get((os.path.realpath(path), kernel))
 
     def get(self, path: str, kernel: str) -> SearchResult | None:
-        key = (os.path.realpath(path), kernel)
-        if key not in self._results and key not in self._checked_store:
-            self._checked_store.add(key)
-            loaded = load_from_store(path, kernel)
-            if loaded is not None:
-                self._results[key] = loaded
-        return self._results.get(key)
+        record = self.record(path, kernel)
+        return record.result if record is not None else None
+
+    def asking(self, path: str) -> asyncio.Future | None:
+        """The request for this file's stored records, if one was made since it last changed."""
+        return self._asked.get(os.path.realpath(path))
+
+    def ask(self, path: str, request: asyncio.Future) -> None:
+        self._asked[os.path.realpath(path)] = request
 
     def offers(self, path: str, kernel: str, current: str) -> list[Offer]:
         result = self.get(path, kernel)
@@ -61,9 +74,9 @@ class ResultRegistry:
 
     def forget(self, path: str) -> None:
         real = os.path.realpath(path)
-        for key in [k for k in self._results if k[0] == real]:
-            self._results.pop(key, None)
-            self._checked_store.discard(key)
+        for key in [k for k in self._records if k[0] == real]:
+            self._records.pop(key, None)
+        self._asked.pop(real, None)
 
 
 def _functions(source: str) -> dict[str, str] | None:
@@ -83,24 +96,3 @@ def changed_functions(original: str, current: str, names: list[str]) -> list[str
     if after is None:
         return [n for n in names if n]
     return [n for n in names if n and (before or {}).get(n) != after.get(n)]
-
-
-def load_from_store(path: str, kernel: str) -> SearchResult | None:
-    """The latest finished search of this kernel, from `.kernelbrain/` beside its harness config."""
-    config = harness_config(path, kernel)
-    if config is None:
-        return None
-    root = config.parent
-    if not (root / ".kernelbrain" / "kernelbrain.db").exists():
-        return None
-    store = Store(root)
-    try:
-        record = store.latest_result(str(Path(path).resolve()), kernel)
-    finally:
-        store.close()
-    if record is None or not record["result"]:
-        return None
-    try:
-        return msgspec.convert(record["result"], SearchResult)
-    except msgspec.ValidationError:
-        return None

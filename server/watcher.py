@@ -14,7 +14,7 @@ from typing import Callable
 from watchdog.events import FileSystemEvent, FileSystemEventHandler
 from watchdog.observers import Observer
 
-from kernelbrain.engine.index.files import SKIP_DIRS
+from kernelbrain.engine.api.analysis import SKIP_DIRS
 
 log = logging.getLogger(__name__)
 

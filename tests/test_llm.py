@@ -16,9 +16,9 @@ from pathlib import Path
 
 import pytest
 
+from kernelbrain.engine.api.request import LLMOptions, OptimizeRequest
 from kernelbrain.engine.llm.answer import BadAnswer, decode
-from kernelbrain.engine.llm.settings import LLMSettings
-from kernelbrain.engine.service import OptimizeRequest, optimize
+from kernelbrain.engine.service import optimize
 
 from .conftest import EXAMPLES
 from .scripted_llm import Answer, Raw, ScriptedLLM, Slow, Status, rewrite
@@ -41,7 +41,7 @@ def ws(tmp_path) -> Path:
 
 
 def search(ws: Path, server: ScriptedLLM, **settings):
-    llm = LLMSettings(
+    llm = LLMOptions(
         model="scripted",
         base_url=server.base_url,
         timeout_s=settings.pop("timeout_s", 30.0),

@@ -13,8 +13,9 @@ from pathlib import Path
 
 import pytest
 
+from kernelbrain.engine.api.request import OptimizeRequest
 from kernelbrain.engine.search.allocation import MIN_QUOTA, PROPOSALS_PER_MUTATOR, Allocation
-from kernelbrain.engine.service import OptimizeRequest, optimize
+from kernelbrain.engine.service import optimize
 from kernelbrain.engine.store.memory import Memory, Outcome
 
 from .conftest import EXAMPLES

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from kernelbrain.engine.agent.jobs import JobManager
-from kernelbrain.engine.agent.protocol import JobRequest
+from kernelbrain.engine.api.request import OptimizeRequest
 
 from .conftest import EXAMPLES
 
@@ -62,9 +62,9 @@ def test_the_cli_and_an_editor_job_find_the_same_verified_variants(tmp_path):
         lambda info, event: None, lambda info, result: (finished.append((info, result)), done.set())
     )
     jobs.start(
-        JobRequest(
-            str(editor_ws / "ops" / "gelu.py"),
-            "gelu_kernel",
+        OptimizeRequest(
+            file=str(editor_ws / "ops" / "gelu.py"),
+            kernel="gelu_kernel",
             budget_s=600,
             max_candidates=CAP,
             device="cpu",

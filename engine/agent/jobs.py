@@ -14,21 +14,24 @@ from typing import Callable
 
 import msgspec
 
+from ..api.request import OptimizeRequest
 from ..api.results import SearchEvent, SearchResult
 from ..evaluate.devices import resolve_device
 from ..evaluate.pool import WorkerPool
-from ..llm.settings import from_environment
-from ..service import OptimizeRequest, SearchBusy, SearchError, optimize
+from ..llm.settings import resolve_llm
+from ..service import SearchBusy, SearchError, optimize
 from ..task import TaskError
-from .protocol import DraftHarnessRequest, DraftHarnessResult, JobInfo, JobRequest
+from .protocol import DraftHarnessRequest, DraftHarnessResult, JobInfo
 
 _ids = itertools.count(1)
 
 
 class Job:
-    def __init__(self, request: JobRequest, device: str):
+    def __init__(self, request: OptimizeRequest, device: str):
         self.request = request
-        self.info = JobInfo(f"job-{next(_ids)}", request.file, request.kernel, device, "queued")
+        self.info = JobInfo(
+            f"job-{next(_ids)}", request.file, request.kernel or "", device, "queued"
+        )
         self.cancel = threading.Event()
         self.pool: WorkerPool | None = None
         self.thread: threading.Thread | None = None
@@ -39,16 +42,18 @@ class JobManager:
         self,
         on_progress: Callable[[JobInfo, SearchEvent], None],
         on_finished: Callable[[JobInfo, SearchResult | None], None],
+        on_changed: Callable[[list[JobInfo]], None] = lambda infos: None,
     ):
         self.on_progress = on_progress
         self.on_finished = on_finished
+        self.on_changed = on_changed  # a job started running, or the queue behind it moved
         self.jobs: dict[str, Job] = {}
         self._queues: dict[str, list[Job]] = {}
         self._running: dict[str, Job] = {}
         self._lock = threading.Lock()
         self.api_key: str | None = None  # handed over by the editor; else the environment's
 
-    def start(self, request: JobRequest) -> JobInfo:
+    def start(self, request: OptimizeRequest) -> JobInfo:
         try:
             device = resolve_device(request.device)
         except ValueError:
@@ -72,6 +77,8 @@ class JobManager:
             job.info.queued_behind = 0
             for i, waiting in enumerate(self._queues[device]):
                 waiting.info.queued_behind = i + 1
+            changed = [job.info] + [w.info for w in self._queues[device]]
+        self.on_changed(changed)
         job.thread = threading.Thread(target=self._run, args=(job,), name=job.info.id, daemon=True)
         job.thread.start()
 
@@ -92,21 +99,9 @@ class JobManager:
                 job.info.worker_pids = job.pool.pids() if job.pool else []
                 self.on_progress(job.info, event)
 
-            request = OptimizeRequest(
-                req.file,
-                req.kernel,
-                req.budget_s,
-                req.max_candidates,
-                job.info.device,
-                req.seed,
-                memory=req.memory,
-            )
-            key = None
-            if req.llm:
-                request.llm, env_key = from_environment(**msgspec.structs.asdict(req.llm_options))
-                key = self.api_key or env_key
+            request = msgspec.structs.replace(req, device=job.info.device)
             result = optimize(
-                request, on_event=on_event, cancel=job.cancel, pool=job.pool, llm_key=key
+                request, on_event=on_event, cancel=job.cancel, pool=job.pool, llm_key=self.api_key
             )
             job.info.state = "cancelled" if result.stopped == "cancelled" else "finished"
             job.info.best_id, job.info.measured = result.best, result.measured
@@ -136,12 +131,12 @@ class JobManager:
         """The KB003 quick fix with the LLM: a drafted harness the original passes, as texts for
         the editor to offer as an edit (nothing is written here), or why none held. Runs in the
         agent's request thread, beside any search: the check is a few small harness runs."""
-        from ..evaluate.secrets import scrub
+        from ..api.secrets import scrub
         from ..llm.harness_draft import DraftFailed, draft_checked
         from ..llm.mutator import LLMMutator
 
         try:
-            settings, env_key = from_environment(**msgspec.structs.asdict(req.llm_options))
+            settings, env_key = resolve_llm(req.llm_options)
         except ValueError as exc:  # a bad KERNELBRAIN_LLM_* in the engine's environment
             return DraftHarnessResult(False, str(exc))
         llm = LLMMutator(settings, self.api_key or env_key)
@@ -186,9 +181,6 @@ class JobManager:
         if job.pool is not None:
             job.pool.kill()  # the workers go now; the search notices and returns its best so far
         return job.info
-
-    def list(self) -> list[JobInfo]:
-        return [j.info for j in self.jobs.values()]
 
     def shutdown(self) -> None:
         for job in list(self.jobs.values()):

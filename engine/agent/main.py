@@ -17,11 +17,12 @@ import sys
 from pygls.protocol import JsonRPCProtocol, default_converter
 from pygls.server import JsonRPCServer
 
-from ..evaluate import secrets
+from ..api import secrets
 from ..evaluate.pool import WorkerPool
 from ..profile.view import CompiledViewService
 from . import protocol as p
 from .jobs import JobManager
+from .stored import measured, stored_records
 
 VERSION = "0.1.0"
 log = logging.getLogger("kernelbrain.agent")
@@ -33,7 +34,7 @@ class Agent(JsonRPCServer):
         self.loop: asyncio.AbstractEventLoop | None = None
         self.pool = WorkerPool()
         self.compiled = CompiledViewService(self.pool)
-        self.jobs = JobManager(self._job_progress, self._job_finished)
+        self.jobs = JobManager(self._job_progress, self._job_finished, self._jobs_changed)
 
     def _notify(self, method: str, message) -> None:
         if self.loop is not None:
@@ -43,7 +44,10 @@ class Agent(JsonRPCServer):
         self._notify(p.JOB_PROGRESS, p.JobProgress(info, event))
 
     def _job_finished(self, info, result) -> None:
-        self._notify(p.JOB_FINISHED, p.JobFinished(info, result))
+        self._notify(p.JOB_FINISHED, p.JobFinished(info, result, measured(result)))
+
+    def _jobs_changed(self, infos) -> None:
+        self._notify(p.JOB_CHANGED, p.JobList(list(infos)))
 
     def shutdown(self) -> None:
         self.jobs.shutdown()
@@ -71,6 +75,11 @@ def create_agent() -> Agent:
     def draft_harness(ls: Agent, params):
         return p.pack(ls.jobs.draft_harness(p.unpack(params, p.DraftHarnessRequest)))
 
+    @agent.feature(p.STORED)
+    @agent.thread()
+    def stored(ls: Agent, params):
+        return p.pack(stored_records(p.unpack(params, p.StoredRequest)))
+
     @agent.feature(p.COMPILED_VIEW)
     @agent.thread()
     def compiled_view(ls: Agent, params):
@@ -79,16 +88,12 @@ def create_agent() -> Agent:
     @agent.feature(p.JOB_START)
     def job_start(ls: Agent, params):
         ls.loop = ls.loop or asyncio.get_running_loop()
-        return p.pack(ls.jobs.start(p.unpack(params, p.JobRequest)))
+        return p.pack(ls.jobs.start(p.unpack(params, p.OptimizeRequest)))
 
     @agent.feature(p.JOB_CANCEL)
     def job_cancel(ls: Agent, params):
         info = ls.jobs.cancel(p.unpack(params, p.JobCancel).id)
         return p.pack(info) if info is not None else None
-
-    @agent.feature(p.JOB_LIST)
-    def job_list(ls: Agent, params):
-        return p.pack(p.JobList(ls.jobs.list()))
 
     return agent
 

@@ -11,51 +11,25 @@ from typing import TypeVar
 
 import msgspec
 
-from ..api.budget import DEFAULT_WALL_S, EDITOR_MAX_CANDIDATES
 from ..api.compiled_view import CompiledViewRequest, CompiledViewResult
+from ..api.request import LLMOptions, OptimizeRequest
 from ..api.results import SearchEvent, SearchResult
 
 COMPILED_VIEW = "kb/compiledView"
-JOB_START = "kb/jobStart"
+JOB_START = "kb/jobStart"  # an OptimizeRequest; answered with the JobInfo
 JOB_CANCEL = "kb/jobCancel"
-JOB_LIST = "kb/jobs"
 JOB_PROGRESS = "kb/jobProgress"  # agent -> server notification
 JOB_FINISHED = "kb/jobFinished"  # agent -> server notification
+JOB_CHANGED = "kb/jobChanged"  # agent -> server notification: states and queue places (JobList)
 HELLO = "kb/hello"
 API_KEY = "kb/apiKey"  # server -> agent: the LLM key the editor handed over (never logged)
 DRAFT_HARNESS = "kb/draftHarness"  # the LLM drafts a harness, the original is checked against it
+STORED = "kb/stored"  # server -> agent: what the workspace's store holds for a file's kernels
 
 
 class Hello(msgspec.Struct):
     pid: int
     version: str
-
-
-class LLMOptions(msgspec.Struct):
-    """Where and how the LLM is asked, as the editor's settings say; None: the engine's
-    environment, else the default (`llm.settings.from_environment`). The key travels apart
-    (`ApiKey`)."""
-
-    model: str | None = None
-    base_url: str | None = None
-    max_tokens: int | None = None
-    max_dollars: float | None = None
-    temperature: float | None = None
-    concurrency: int | None = None
-    timeout_s: float | None = None
-    max_repairs: int | None = None
-
-
-class JobRequest(msgspec.Struct):
-    file: str
-    kernel: str
-    budget_s: float = DEFAULT_WALL_S
-    max_candidates: int | None = EDITOR_MAX_CANDIDATES
-    device: str = "auto"
-    seed: int = 0
-    llm: bool = False  # the LLM mutator on or off
-    llm_options: LLMOptions = msgspec.field(default_factory=LLMOptions)
-    memory: bool | None = None  # the experience memory (None: on unless KERNELBRAIN_MEMORY=off)
 
 
 class ApiKey(msgspec.Struct):
@@ -113,9 +87,38 @@ class JobProgress(msgspec.Struct):
     event: SearchEvent
 
 
+class MeasuredFinding(msgspec.Struct):
+    """A KB3xx finding of a measured search: where its cases stand on the roofline."""
+
+    code: str
+    severity: str
+    message: str
+
+
+class KernelRecord(msgspec.Struct):
+    """What the engine keeps about one kernel of a file: its latest finished search (with that
+    search's KB3xx findings when it was measured) and its share of the latest profile that ran it."""
+
+    kernel: str
+    result: SearchResult | None = None
+    measured: list[MeasuredFinding] = []
+    profile_share: float | None = None
+    profile_script: str | None = None
+
+
+class StoredRequest(msgspec.Struct):
+    file: str
+    kernels: list[str]
+
+
+class StoredResults(msgspec.Struct):
+    records: list[KernelRecord]
+
+
 class JobFinished(msgspec.Struct):
     job: JobInfo
     result: SearchResult | None = None
+    measured: list[MeasuredFinding] = []  # the result's KB3xx findings, when it was measured
 
 
 T = TypeVar("T")
@@ -130,4 +133,11 @@ def unpack(params, kind: type[T]) -> T:
     return msgspec.json.decode(payload, type=kind)
 
 
-__all__ = ["CompiledViewRequest", "CompiledViewResult", "pack", "unpack"]
+__all__ = [
+    "CompiledViewRequest",
+    "CompiledViewResult",
+    "LLMOptions",
+    "OptimizeRequest",
+    "pack",
+    "unpack",
+]

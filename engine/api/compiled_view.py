@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import msgspec
 
+from ..index.findings import Finding
 from . import facts as m
-from .findings import Finding
 
 
 class CompiledView(msgspec.Struct):

@@ -8,8 +8,8 @@ from typing import Iterable
 
 import msgspec
 
-from ..api.findings import Finding
 from ..index.files import iter_python_files
+from ..index.findings import Finding
 from ..index.model import Span
 from ..rules import SYNTAX_ERROR, check_source
 

@@ -202,7 +202,7 @@ def _cmd_profile(args: argparse.Namespace) -> int:
     from ..evaluate.devices import gpu_count
     from ..profile.whole_program import run_profile
     from ..store import Store
-    from ..store.db import store_root
+    from ..task.layout import store_root
 
     if not args.script.is_file():
         raise UsageError(f"{args.script}: no such file")
@@ -271,9 +271,10 @@ def _init_with_llm(args: argparse.Namespace, path, kernel: str) -> int:
     drafted harness (five stages, sandboxed) before anything is written."""
     from ..llm.harness_draft import DraftFailed, draft_checked
     from ..llm.mutator import LLMMutator
+    from ..llm.settings import resolve_llm
     from ..task import TaskError
 
-    settings, key = _llm_settings(args)
+    settings, key = resolve_llm(_llm_options(args))
     llm = LLMMutator(settings, key)
     device = _device(args.device)
     try:
@@ -306,7 +307,8 @@ def _cmd_optimize(args: argparse.Namespace) -> int:
     import msgspec
 
     from ..api.budget import parse_duration
-    from ..service import OptimizeRequest, SearchBusy, SearchError
+    from ..api.request import OptimizeRequest
+    from ..service import SearchBusy, SearchError
 
     try:
         wall = parse_duration(args.budget)
@@ -319,21 +321,19 @@ def _cmd_optimize(args: argparse.Namespace) -> int:
         raise UsageError(f"--max-candidates must be at least 1, got {args.max_candidates}")
     task = _task(args.target)
     request = OptimizeRequest(
-        task.file,
-        task.kernel,
-        wall,
-        args.max_candidates,
-        _device(args.device),
-        args.seed,
+        file=task.file,
+        kernel=task.kernel,
+        budget_s=wall,
+        max_candidates=args.max_candidates,
+        device=_device(args.device),
+        seed=args.seed,
+        llm=_llm_options(args, max_tokens=args.llm_tokens, max_dollars=args.llm_dollars)
+        if args.llm
+        else None,
         wait=args.wait,
         memory=args.memory,
     )
-    llm_key = None
-    if args.llm:
-        request.llm, llm_key = _llm_settings(
-            args, max_tokens=args.llm_tokens, max_dollars=args.llm_dollars
-        )
-    outcome = _run_search(request, task, quiet=args.json, llm_key=llm_key)
+    outcome = _run_search(request, task, quiet=args.json)
     for note in outcome.notes:
         print(f"kernelbrain: {note}", file=sys.stderr)
     exc = outcome.error
@@ -394,7 +394,7 @@ def _notice(message: str) -> None:
     print(f"kernelbrain: {message}", file=sys.stderr)
 
 
-def _run_search(request, task, quiet: bool, llm_key: str | None = None):
+def _run_search(request, task, quiet: bool):
     """The search in a thread that Ctrl-C cancels for real (`console.py`), with progress on
     stderr unless `quiet`."""
     from ..service import optimize
@@ -409,7 +409,6 @@ def _run_search(request, task, quiet: bool, llm_key: str | None = None):
                 on_notice=_notice,
                 cancel=cancel,
                 pool=pool,
-                llm_key=llm_key,
             )
         )
 
@@ -451,10 +450,11 @@ def _add_llm_flags(p: argparse.ArgumentParser) -> None:
     )
 
 
-def _llm_settings(args: argparse.Namespace, **more):
-    """The LLM settings and key from the environment and the flags; a bad value is a usage
-    error naming it."""
-    from ..llm.settings import from_environment
+def _llm_options(args: argparse.Namespace, **more):
+    """The LLM options the flags state, checked against the environment's settings now: a bad
+    value is a usage error naming it, before any search starts."""
+    from ..api.request import LLMOptions
+    from ..llm.settings import resolve_llm
 
     price = None
     if args.llm_price is not None:
@@ -465,12 +465,14 @@ def _llm_settings(args: argparse.Namespace, **more):
     flags = {"model": "llm_model", "base_url": "llm_base_url", "temperature": "llm_temperature",
              "concurrency": "llm_concurrency", "timeout_s": "llm_timeout",
              "max_repairs": "llm_repairs"}  # fmt: skip
+    options = LLMOptions(
+        price=price, **{f: getattr(args, flag) for f, flag in flags.items()}, **more
+    )
     try:
-        return from_environment(
-            price=price, **{field: getattr(args, flag) for field, flag in flags.items()}, **more
-        )
+        resolve_llm(options)
     except ValueError as exc:
         raise UsageError(str(exc)) from exc
+    return options
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -29,8 +29,8 @@ import msgspec
 
 from .. import protocol as m
 from ..api import facts
+from ..api.secrets import clean_environment, scrub, scrub_struct
 from . import sandbox
-from .secrets import clean_environment, scrub, scrub_struct
 
 STARTUP_TIMEOUT_S = 180.0  # importing torch + triton on a cold 2-core machine
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import msgspec
 
-from ..index.model import Span
+from .model import Span
 
 SEVERITIES = ("error", "warning", "information", "hint")
 

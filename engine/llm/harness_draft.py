@@ -16,8 +16,8 @@ import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from ..api.secrets import scrub
 from ..evaluate.policy import harness_gate
-from ..evaluate.secrets import scrub
 from ..index import reach
 from ..task.scaffold import Scaffold, plan
 from ..task.spec import Task

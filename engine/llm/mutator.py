@@ -19,7 +19,7 @@ from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from typing import Callable
 
-from ..evaluate.secrets import register, scrub
+from ..api.secrets import register, scrub
 from ..mutate.registry import Mutation
 from .answer import SCHEMA, BadAnswer, decode
 from .client import LLMClient, LLMError

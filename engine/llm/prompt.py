@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ..evaluate.secrets import scrub
+from ..api.secrets import scrub
 from ..rules import check_module
 
 SOURCE_LIMIT = 24_000  # characters of the module shown (a kernel file is rarely longer)

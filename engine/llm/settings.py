@@ -90,6 +90,12 @@ def validate(settings: LLMSettings) -> None:
             raise ValueError(f"the price of {model} must be [input, output] dollars >= 0")
 
 
+def resolve_llm(options) -> tuple[LLMSettings, str | None]:
+    """A front end's `LLMOptions` over the environment's settings, and the environment's key."""
+    fields = msgspec.structs.asdict(options)
+    return from_environment(price=fields.pop("price"), **fields)
+
+
 def from_environment(
     env: dict[str, str] | None = None,
     *,

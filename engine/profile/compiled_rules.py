@@ -6,6 +6,7 @@ came from (`LaunchRecord`), and says what costs time and what to do instead.
 
 from __future__ import annotations
 
+from ..api.device import REGS_PER_SM, SMEM_PER_SM
 from ..api.facts import CompiledFacts, LaunchRecord
 
 ELEMENT_BITS = {
@@ -69,9 +70,9 @@ def compiled_findings(
     if facts.occupancy is not None and facts.occupancy < 0.25:
         limiter = (
             "registers"
-            if facts.n_regs and facts.n_regs * 32 * facts.num_warps > 65536 // 4
+            if facts.n_regs and facts.n_regs * 32 * facts.num_warps > REGS_PER_SM // 4
             else "shared memory"
-            if (facts.shared_bytes or 0) > 57 * 1024
+            if (facts.shared_bytes or 0) > SMEM_PER_SM // 4
             else "warps per block"
         )
         out.append(

@@ -3,7 +3,7 @@
 A kernel that reads and writes about as much (an elementwise op, a softmax, a norm) is held to the
 device's copy bandwidth, which reads a byte for every byte it writes. A reduction reads much and
 writes little (a cross-entropy's loss per row, a column sum), and DRAM serves a read-only stream
-faster than a copy (the H200 of suite run SF: 4,535 GB/s read, 4,274 copied). Such a case is held
+faster than a copy (on an H200: 4,535 GB/s read, 4,274 copied). Such a case is held
 to the measured read stream (`timing.read_stream_gbps`) instead, so that a reduction is not
 flattered by the slower roof.
 """

@@ -13,10 +13,10 @@ import threading
 from .. import protocol as m
 from ..api import facts
 from ..api.compiled_view import CompiledView, CompiledViewRequest, CompiledViewResult
-from ..api.findings import Finding
 from ..evaluate.pool import WorkerDied, WorkerPool
 from ..index import parse_module
 from ..index.builder import source_hash
+from ..index.findings import Finding
 from ..rules.analysis import kernel_views, launch_views
 from ..task import TaskError, find_task
 from .compiled_rules import compiled_findings, tensor_core_finding

@@ -17,9 +17,9 @@ from pathlib import Path
 
 import msgspec
 
+from ..api.secrets import clean_environment
 from ..evaluate import sandbox
 from ..evaluate.pool import triton_cache_dir
-from ..evaluate.secrets import clean_environment
 from ..index import build_index
 from ..index.files import iter_python_files
 

@@ -10,8 +10,8 @@ import importlib
 import pkgutil
 from typing import Iterable
 
-from ..api.findings import Finding
 from ..index.builder import ParsedModule, parse_module
+from ..index.findings import Finding
 from ..index.model import Span
 from .registry import REGISTRY, Rule, RuleContext, iter_rules, make_context, rule
 

@@ -9,8 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable, Iterable, Iterator
 
-from ..api.findings import Finding
 from ..index.builder import ParsedModule
+from ..index.findings import Finding
 from ..index.model import Span
 from .analysis import KernelView, LaunchView, kernel_views, launch_views
 

@@ -34,6 +34,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
+from ..api import device
 from ..api.facts import CaseLaunches, CompiledFacts, LaunchRecord, SpecializeResult
 from ..index import parse_module
 from ..rules.analysis import kernel_views, kwarg
@@ -56,7 +57,7 @@ class DeviceModel:
     matmul rate from the measured ceilings when known. Every default is a constant of
     `device_model.toml`, which says where each was fitted."""
 
-    sms: int = _FITTED["sms"]
+    sms: int = device.SMS
     bandwidth_gbps: float = _FITTED["bandwidth_gbps"]
     bf16_tflops: float = _FITTED["bf16_tflops"]
     l2_bytes: int = _FITTED["l2_bytes"]
@@ -91,10 +92,10 @@ class DeviceModel:
     issue_per_cycle: float = _FITTED["issue_per_cycle"]
     issue_warps: float = _FITTED["issue_warps"]
     issue_exponent: float = _FITTED["issue_exponent"]
-    max_warps_per_sm: int = _FITTED["max_warps_per_sm"]
-    max_blocks_per_sm: int = _FITTED["max_blocks_per_sm"]
-    regs_per_sm: int = _FITTED["regs_per_sm"]
-    smem_per_sm: int = _FITTED["smem_per_sm"]
+    max_warps_per_sm: int = device.MAX_WARPS_PER_SM
+    max_blocks_per_sm: int = device.MAX_BLOCKS_PER_SM
+    regs_per_sm: int = device.REGS_PER_SM
+    smem_per_sm: int = device.SMEM_PER_SM
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,4 @@
-"""The budget-bounded, coarse-to-fine search (brief §4).
+"""The budget-bounded, coarse-to-fine search.
 
 Each generation expands the best verified variants so far with every mutator and walks the new
 candidates up the fidelity ladder (`rungs.py`); selection policy lives in `selection.py`, the
@@ -39,7 +39,7 @@ from .features import kernel_features
 from .ledger import Ledger
 from .llm_step import LLMStep
 from .meter import CANCELLED, Meter, Stop, StopKind
-from .node import Node
+from .node import ORIGINAL, Fate, Node
 from .population import IMPROVEMENT, Population
 from .replay import replay
 from .rungs import Ladder
@@ -157,7 +157,7 @@ class Search:
         every case: the reference every candidate is scored against."""
         self._emit("rung", "checking the original against its harness")
         ev, pop = self.evaluator, self.population
-        root = Node("original", self.original, "original", "the original kernel", None)
+        root = Node(ORIGINAL, self.original, ORIGINAL, "the original kernel", None)
         # every worker starts at once (imports, sandbox, CUDA context), in the background
         threading.Thread(target=ev.start_workers, daemon=True).start()
         ev.await_prewarm(ev.prewarm_all([root], list(facts.STAGES)), root.id)
@@ -188,7 +188,7 @@ class Search:
         self.baseline_facts = root.facts
         root.estimate_us = ev.estimate(root)
         pop.baseline_est = root.estimate_us or []
-        root.outcome, root.harness = "verified", result
+        root.outcome, root.harness = Fate.VERIFIED, result
         ev.floor = WorkFloor.of(result, self.ceilings)
         pop.nodes[root.id] = root
         if self.gpu:
@@ -229,10 +229,10 @@ class Search:
                     )
                 if "estimate_us" in details:
                     node.estimate_us = details["estimate_us"]
-                node.outcome = "verified"
+                node.outcome = Fate.VERIFIED
                 resumed += 1
             else:
-                node.outcome = "rejected"
+                node.outcome = Fate.REJECTED
             node.expanded = True  # its children were proposed already; they are in the store too
             pop.nodes[cid] = node
         if resumed:
@@ -240,7 +240,7 @@ class Search:
                 f"resumed {resumed} verified variant(s) from an earlier search of this kernel"
             )
             for node in pop.nodes.values():
-                if node.verified and node.id != "original":
+                if node.verified and node.id != ORIGINAL:
                     self.ladder.consider_best(node)
             for node in selection.parents(
                 pop, ignore_expanded=True
@@ -283,7 +283,7 @@ class Search:
                         made.source,
                         made.origin,
                         made.description,
-                        "original",
+                        ORIGINAL,
                         t=self.meter.tick().wall_s,
                     )
                 )
@@ -295,7 +295,7 @@ class Search:
         pop, outcomes = self.population, {}
         for node in pop.nodes.values():
             parent = pop.nodes.get(node.parent or "")
-            if parent is None or node.dispatch or node.outcome in ("pending", "not-run"):
+            if parent is None or node.dispatch or node.outcome in (Fate.PENDING, Fate.NOT_RUN):
                 continue  # a dispatching variant is no mutator's: its parts are
             o = outcomes.setdefault(node.chain.last, Outcome())
             o.tried += 1
@@ -318,7 +318,7 @@ class Search:
         singles = [
             n
             for n in pop.nodes.values()
-            if n.verified and n.id != "original" and not n.dispatch and pop.score(n)
+            if n.verified and n.id != ORIGINAL and not n.dispatch and pop.score(n)
         ]
         best = max(singles, key=lambda n: pop.score(n) or 0.0, default=None)
         try:
@@ -349,7 +349,7 @@ class Search:
                         if cid in seen:
                             continue
                         seen.add(cid)
-                        root = parent.id == "original"
+                        root = parent.id == ORIGINAL
                         chain = parent.chain.then(p.origin) if not root else p.origin
                         desc = (
                             p.description if root else f"{parent.description}; then {p.description}"
@@ -484,11 +484,11 @@ class Search:
             (
                 report.variant(n, pop, self.original, self.task, self.baseline_facts)
                 for n in pop.nodes.values()
-                if n.verified and n.id != "original"
+                if n.verified and n.id != ORIGINAL
             ),
             key=lambda v: (-v.speedup, v.id),
         )
-        ledger.counts.total = sum(1 for n in pop.nodes.values() if n.id != "original")
+        ledger.counts.total = sum(1 for n in pop.nodes.values() if n.id != ORIGINAL)
         baseline = [
             BaselineCase(label, us, self.gpu) for label, us in zip(pop.labels, pop.baseline_us)
         ]
@@ -497,7 +497,7 @@ class Search:
                 "no GPU: candidates were verified on the CPU interpreter and ranked by the static "
                 "cost model; speedups are estimates (measured: false)"
             )
-        root = pop.nodes.get("original")
+        root = pop.nodes.get(ORIGINAL)
         cases = root.spec.cases if root and root.spec else []
         case_bytes, case_flops = case_bytes_and_flops(cases)
         spent = self.meter.tick()

@@ -11,7 +11,7 @@ from ..evaluate.candidate import candidate_id
 from ..mutate import MutationContext
 from . import selection
 from . import shape_dispatch as dispatch
-from .node import STACKABLE_STEPS, Chain, Node
+from .node import ORIGINAL, STACKABLE_STEPS, Chain, Fate, Node
 from .population import IMPROVEMENT
 from .rungs import PRECISE_REP_MS, Ladder, autotune_configs
 
@@ -87,7 +87,9 @@ class EndGame:
         nothing verified, its first 27 s spent compiling the harness ahead."""
         if self._cancelled():
             return
-        waiting = [n for n in self.pop.nodes.values() if n.outcome == "not-run" and self._timed(n)]
+        waiting = [
+            n for n in self.pop.nodes.values() if n.outcome == Fate.NOT_RUN and self._timed(n)
+        ]
         if not waiting:
             return
         node = max(waiting, key=lambda n: (self._timed(n) or 0.0, n.id))
@@ -161,7 +163,7 @@ class EndGame:
         5% slower than its draft and attention's the 1x4x128x64 case 8% slower, each search with
         a single winning structure and so no dispatch."""
         ingredients = self.pop.dispatch_ingredients()
-        base = self.pop.nodes.get("original")
+        base = self.pop.nodes.get(ORIGINAL)
         if not ingredients or not self.pop.labels or base is None or base.spec is None:
             return
         speedups = {n.id: self.pop.case_speedups(n) for n in ingredients}

@@ -19,7 +19,7 @@ from ..evaluate.work_floor import WorkFloor, held_to_floor
 from ..task.spec import Task
 from .ledger import Ledger
 from .meter import Meter
-from .node import Node
+from .node import ORIGINAL, Fate, Node
 from .population import Population
 from .prewarm import Prewarm
 
@@ -108,7 +108,7 @@ class Evaluator:
     def end(
         self,
         node: Node,
-        outcome: str,
+        outcome: Fate,
         rung: str,
         reason: str | None = None,
         message: str = "",
@@ -129,7 +129,7 @@ class Evaluator:
 
     # -- dry run, compile, estimate ---------------------------------------------------------------
     def specialize_and_compile(self, node: Node, device: str) -> None:
-        source = node.source if node.id != "original" else None
+        source = node.source if node.id != ORIGINAL else None
         spec = self.call(device, m.Specialize(self.task, source, seed=self.seed), 180.0)
         if not isinstance(spec, facts.SpecializeResult):
             return
@@ -160,14 +160,14 @@ class Evaluator:
 
         def one(i: int, node: Node) -> None:
             if deadline is not None and i >= first and time.monotonic() > deadline:
-                node.outcome = "not-run"
+                node.outcome = Fate.NOT_RUN
                 return
             try:
                 self.specialize_and_compile(
                     node, self.compile_devices[i % len(self.compile_devices)]
                 )
             except WorkerDied as d:
-                node.outcome = f"compile-died:{d.kind}"
+                node.outcome, node.died = Fate.COMPILE_DIED, d.kind
 
         with ThreadPoolExecutor(max_workers=len(self.compile_devices)) as ex:
             for f in [ex.submit(one, i, n) for i, n in enumerate(nodes)]:
@@ -219,13 +219,15 @@ class Evaluator:
         try:
             answer = self._timed_call(req)
         except WorkerDied as d:
-            self.end(node, "rejected", "timing", d.kind, d.message)
+            self.end(node, Fate.REJECTED, "timing", d.kind, d.message)
             return None
         if isinstance(answer, facts.WorkerError):
-            self.end(node, "rejected", "timing", answer.reason, answer.message)
+            self.end(node, Fate.REJECTED, "timing", answer.reason, answer.message)
             return None
         if answer.rejection is not None:
-            self.end(node, "rejected", "timing", answer.rejection.reason, answer.rejection.message)
+            self.end(
+                node, Fate.REJECTED, "timing", answer.rejection.reason, answer.rejection.message
+            )
             return None
         return self.pop.rebased(answer)
 
@@ -252,7 +254,7 @@ class Evaluator:
                 for node, t in zip(nodes, answer.results):
                     if t.rejection is not None:
                         self.end(
-                            node, "rejected", "timing", t.rejection.reason, t.rejection.message
+                            node, Fate.REJECTED, "timing", t.rejection.reason, t.rejection.message
                         )
                         out.append(None)
                     else:

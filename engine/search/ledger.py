@@ -10,7 +10,7 @@ from ..api import facts as m
 from ..api.results import CandidateCounts, CaseValue, TrajectoryPoint
 from ..store import Store
 from .meter import Meter
-from .node import Node
+from .node import Fate, Node
 
 
 class Ledger:
@@ -75,7 +75,7 @@ class Ledger:
     def end(
         self,
         node: Node,
-        outcome: str,
+        outcome: Fate,
         rung: str,
         *,
         score: float | None,
@@ -88,12 +88,12 @@ class Ledger:
         """A node's last rung: its outcome counted, stored and put on the trajectory. A cancel is
         no verdict on the candidate: it is `not-run`, and a resumed search tries it again."""
         if reason == "cancelled":
-            node.outcome = "not-run"
+            node.outcome = Fate.NOT_RUN
             return
         node.outcome = outcome
-        if not passed and outcome == "rejected":
+        if not passed and outcome == Fate.REJECTED:
             node.failure = f"{rung}: {reason or outcome}: {message[:1500]}"
-        key = outcome if outcome == "verified" else f"{rung}:{reason or outcome}"
+        key = str(outcome) if outcome == Fate.VERIFIED else f"{rung}:{reason or outcome}"
         self.counts.per_outcome[key] = self.counts.per_outcome.get(key, 0) + 1
         self.store.record_outcome(
             self.key, node.id, self.device, rung, passed, reason, message, details
@@ -129,5 +129,6 @@ class Ledger:
     def verified_at(self, node_id: str | None) -> TrajectoryPoint | None:
         """The trajectory point where a variant was verified (None: resumed from the store)."""
         return next(
-            (p for p in self.trajectory if p.candidate == node_id and p.outcome == "verified"), None
+            (p for p in self.trajectory if p.candidate == node_id and p.outcome == Fate.VERIFIED),
+            None,
         )

@@ -15,7 +15,7 @@ from ..mutate import MutationContext
 from ..profile.compiled_rules import compiled_findings
 from .allocation import LLM_ARM, Allocation
 from .meter import Meter
-from .node import Node
+from .node import ORIGINAL, Fate, Node
 from .population import Population
 
 
@@ -46,7 +46,7 @@ class LLMStep:
             ctx = MutationContext(self.task, failed.source, seed=self.seed)
             made, errors = self.llm.repair(ctx, failed.description, failed.failure, meter.left_s())
             self._note(errors)
-            parent = pop.nodes.get(failed.parent or "original")
+            parent = pop.nodes.get(failed.parent or ORIGINAL)
             for mutation in made:
                 node = self._node(mutation, parent, meter, seen)
                 if node is not None:
@@ -92,7 +92,7 @@ class LLMStep:
         tried = [
             (n.description, n.failure or n.outcome)
             for n in pop.nodes.values()
-            if n.id != "original" and n.outcome not in ("pending", "not-run")
+            if n.id != ORIGINAL and n.outcome not in (Fate.PENDING, Fate.NOT_RUN)
         ]
         return Diagnosis(
             cases=list(pop.labels),
@@ -110,14 +110,14 @@ class LLMStep:
         if cid in seen:
             return None
         seen.add(cid)
-        root = parent is None or parent.id == "original"
+        root = parent is None or parent.id == ORIGINAL
         chain = mutation.origin if root else parent.chain.then(mutation.origin)
         return Node(
             cid,
             mutation.source,
             chain,
             mutation.description,
-            parent.id if parent is not None else "original",
+            parent.id if parent is not None else ORIGINAL,
             llm=True,
             t=meter.tick().wall_s,
         )

@@ -3,15 +3,31 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from enum import StrEnum
 
 from ..api import facts as m
+
+ORIGINAL = "original"  # the user's kernel: the root node's id and its chain
+
+
+class Fate(StrEnum):
+    """Where a candidate's climb up the ladder ended (strings, as the store and JSON keep them)."""
+
+    PENDING = "pending"  # not judged yet
+    NOT_RUN = "not-run"  # left out (budget, cancel, a batch that ran out of room): tried on resume
+    COMPILE_DIED = "compile-died"  # the compile worker died under it (`Node.died`: how)
+    REJECTED = "rejected"  # failed a rung: the gate, compile, correctness or timing
+    PRUNED = "pruned"  # ranked out by the estimate or quick timing
+    STONE = "stone"  # smoke-tested and quick-timed below the lead: built on, never offered
+    VERIFIED = "verified"  # passed the full harness and was timed
+
 
 # Rewrites that tune a kernel without changing how its work is laid out: a variant's structure
 # is what remains. Counting them as structures would give every tuned chain of the best layout
 # a parent slot of its own, and crowd out other layouts that need tuning before they win.
 TUNING_STEPS = frozenset(
     {
-        "original",
+        ORIGINAL,
         "config",
         "loop-stages",
         "hints",
@@ -77,7 +93,8 @@ class Node:
     quick_timing: m.TimingResult | None = None  # per case, few repetitions (GPU)
     harness: m.HarnessResult | None = None
     timing: m.TimingResult | None = None
-    outcome: str = "pending"
+    outcome: Fate = Fate.PENDING
+    died: str = ""  # with Fate.COMPILE_DIED: how the compile worker died
     failure: str = ""  # rung, reason and message of a rejection (what an LLM repair is told)
     dispatch: bool = False
     expanded: bool = False
@@ -97,9 +114,9 @@ class Node:
 
     @property
     def verified(self) -> bool:
-        return self.outcome == "verified"
+        return self.outcome == Fate.VERIFIED
 
     @property
     def expandable(self) -> bool:
         """Verified, or a stepping stone (smoke-tested and quick-timed, below the lead)."""
-        return self.outcome in ("verified", "stone")
+        return self.outcome in (Fate.VERIFIED, Fate.STONE)

@@ -10,7 +10,7 @@ import msgspec
 from ..api import facts as m
 from ..api.results import CaseValue
 from ..api.stats import geomean
-from .node import Node, structure
+from .node import ORIGINAL, Fate, Node, structure
 
 IMPROVEMENT = 0.01  # progress: a best beats the old by 1%; a first best must beat 1.0 by 1%
 
@@ -119,10 +119,10 @@ class Population:
         return [
             n
             for n in self.nodes.values()
-            if n.id != "original"
+            if n.id != ORIGINAL
             and not n.dispatch
             and ((n.timing is not None or n.quick_timing is not None) if self.gpu else n.verified)
-            and n.outcome in ("verified", "stone", "pruned")
+            and n.outcome in (Fate.VERIFIED, Fate.STONE, Fate.PRUNED)
         ]
 
     def per_shape_best(self) -> float:
@@ -140,7 +140,7 @@ class Population:
         """The best score of each structure among the variants and stepping stones."""
         bests: dict[tuple[str, ...], float] = {}
         for n in self.nodes.values():
-            if n.expandable and n.id != "original" and (score := self.score(n)) is not None:
+            if n.expandable and n.id != ORIGINAL and (score := self.score(n)) is not None:
                 bests[structure(n.chain)] = max(score, bests.get(structure(n.chain), 0.0))
         return bests
 
@@ -165,6 +165,6 @@ class Population:
         now = self.case_speedups(node)
         if before is None or not now:
             return None
-        then = [1.0] * len(now) if before.id == "original" else self.case_speedups(before)
+        then = [1.0] * len(now) if before.id == ORIGINAL else self.case_speedups(before)
         paid = len(then) == len(now) and any(a > b * (1 + IMPROVEMENT) for a, b in zip(now, then))
         return before.source if paid else None

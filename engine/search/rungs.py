@@ -22,7 +22,7 @@ from ..evaluate.policy import static_gate
 from . import selection
 from .evaluation import Evaluator
 from .meter import CANCELLED, Stop
-from .node import Node
+from .node import ORIGINAL, Fate, Node
 
 QUICK_REP_MS = 10.0  # per case
 PRECISE_REP_MS = 150.0
@@ -73,7 +73,7 @@ class Ladder:
 
     @property
     def original_configs(self) -> int:
-        root = self.pop.nodes.get("original")
+        root = self.pop.nodes.get(ORIGINAL)
         return autotune_configs(root, self.ev.task.kernel) if root is not None else 1
 
     def full_fits(self, node: Node | None = None) -> bool:
@@ -106,10 +106,10 @@ class Ladder:
             self.ledger.stage("gate")
             rej = static_gate(self.ev.task, self.original, node.source)
             if rej is not None:
-                self.ev.end(node, "rejected", "gate", rej.reason, rej.message)
+                self.ev.end(node, Fate.REJECTED, "gate", rej.reason, rej.message)
                 continue
             if not self.meter.admit(force):
-                node.outcome = "not-run"
+                node.outcome = Fate.NOT_RUN
                 continue
             self.ledger.admit(node)
             runnable.append(node)
@@ -126,14 +126,14 @@ class Ladder:
             room = self.meter.left_s() - selection.MIN_KEEP * self.verify_s()
             fit = max(selection.MIN_KEEP, int(room * len(self.ev.compile_devices) / per))
             for node in runnable[fit:]:
-                node.outcome = "not-run"
+                node.outcome = Fate.NOT_RUN
             runnable = runnable[:fit]
             deadline = time.monotonic() + max(0.0, room)  # the batch's size is a forecast
         self.emit("rung", f"compiling {len(runnable)} candidates for sm_90")
         t0 = time.monotonic()
         with self.ledger.timed("compile"):
             self.ev.compile_all(runnable, deadline, first=selection.MIN_KEEP)
-        runnable = [n for n in runnable if n.outcome != "not-run"]
+        runnable = [n for n in runnable if n.outcome != Fate.NOT_RUN]
         self.compile_s_per_candidate = (
             (time.monotonic() - t0) * len(self.ev.compile_devices) / len(runnable)
         )
@@ -141,12 +141,10 @@ class Ladder:
         for node in runnable:
             self.ledger.stage("compile")
             failed = [f for facts in node.facts.values() for f in facts.values() if not f.ok]
-            if node.outcome.startswith("compile-died"):
-                self.ev.end(
-                    node, "rejected", "compile", node.outcome.split(":")[1], "compiler worker died"
-                )
+            if node.outcome == Fate.COMPILE_DIED:
+                self.ev.end(node, Fate.REJECTED, "compile", node.died, "compiler worker died")
             elif failed:
-                self.ev.end(node, "rejected", "compile", "compile-error", failed[0].error or "")
+                self.ev.end(node, Fate.REJECTED, "compile", "compile-error", failed[0].error or "")
             else:
                 node.estimate_us = self.ev.estimate(node)
                 ranked.append(node)
@@ -164,7 +162,7 @@ class Ladder:
         for node in dropped:
             self.ev.end(
                 node,
-                "pruned",
+                Fate.PRUNED,
                 "estimate",
                 "ranked-out",
                 "the cost model ranked it below the kept half",
@@ -184,14 +182,14 @@ class Ladder:
         out (the candidate is `not-run`) or it was rejected (recorded). `warm`: the node's
         ahead-of-time compiles, awaited first."""
         if self.out_of_time(force):
-            node.outcome = "not-run"
+            node.outcome = Fate.NOT_RUN
             return None
         self.ev.await_prewarm(warm, node.id)
         self.ledger.stage(rung)
         with self.ledger.timed(rung):
             res = self.ev.harness(node.source, stages, rung)
         if not res.accepted:
-            self.ev.end(node, "rejected", rung, res.reason, res.message)
+            self.ev.end(node, Fate.REJECTED, rung, res.reason, res.message)
             return None
         return res
 
@@ -223,7 +221,7 @@ class Ladder:
         for node in dropped:
             self.ev.end(
                 node,
-                "pruned",
+                Fate.PRUNED,
                 "quick",
                 "ranked-out",
                 f"quick timing {node.quick:.3f}x: below the kept half",
@@ -242,7 +240,7 @@ class Ladder:
             )
             self.ev.end(
                 node,
-                "stone",
+                Fate.STONE,
                 "quick",
                 "below-lead",
                 f"quick timing {node.quick:.3f}x, {why}: expanded as a stepping stone, not fully verified",
@@ -258,7 +256,7 @@ class Ladder:
         warm = self.ev.prewarm_all(smoked, [s for s in m.STAGES if s != "smoke"])
         for node in smoked:
             if not force and not self.full_fits(node):
-                node.outcome = "not-run"
+                node.outcome = Fate.NOT_RUN
                 self.ledger.note_once(
                     "no-time-for-full",
                     f"candidates were left unverified at the end: a full verification takes "
@@ -276,7 +274,9 @@ class Ladder:
                 if node.timing is None:
                     continue
             details = {"estimate_us": node.estimate_us, "timing": node.timing}
-            self.ev.end(node, "verified", "full", None, res.message, passed=True, details=details)
+            self.ev.end(
+                node, Fate.VERIFIED, "full", None, res.message, passed=True, details=details
+            )
             self.ledger.measurements(node, self.pop.per_case(node))
             self.consider_best(node)
             self.emit("candidate", f"verified {node.origin}: {self.pop.score(node) or 0:.2f}x")

@@ -9,7 +9,7 @@ from typing import Callable
 from ..api import facts as m
 from ..api.diff import diff_counts, unified_diff
 from ..task.spec import Task
-from .node import Node
+from .node import ORIGINAL, Node
 from .population import IMPROVEMENT, Population
 
 PARENTS_PER_GENERATION = 3
@@ -117,7 +117,7 @@ def parents(pop: Population, ignore_expanded: bool = False) -> list[Node]:
     structure's walk goes on from its best hand-tuned variant: `config` cannot retune an
     autotuned kernel."""
     expandable = [n for n in pop.nodes.values() if n.expandable]
-    expandable.sort(key=lambda n: (-(pop.score(n) or (1.0 if n.id == "original" else 0.0)), n.id))
+    expandable.sort(key=lambda n: (-(pop.score(n) or (1.0 if n.id == ORIGINAL else 0.0)), n.id))
     fresh = [n for n in expandable if ignore_expanded or not n.expanded]
     chosen = fresh[:PARENTS_PER_GENERATION]
     structures = {n.chain.structure for n in chosen}
@@ -127,7 +127,7 @@ def parents(pop: Population, ignore_expanded: bool = False) -> list[Node]:
         if node.chain.structure not in structures:
             structures.add(node.chain.structure)
             chosen.append(node)
-    for leader in case_leaders([n for n in expandable if n.id != "original"], pop.case_speedups):
+    for leader in case_leaders([n for n in expandable if n.id != ORIGINAL], pop.case_speedups):
         if leader not in chosen and (ignore_expanded or not leader.expanded):
             chosen.append(leader)
     return chosen

@@ -21,9 +21,9 @@ from typing import Any, Iterator
 
 import msgspec
 
+from ..task.layout import FILENAME, FOLDER
+
 SCHEMA_VERSION = 1
-FOLDER = ".kernelbrain"
-FILENAME = "kernelbrain.db"
 
 SCHEMA = """
 CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -461,11 +461,3 @@ class Store:
 
 def _dumps(value: Any) -> str:
     return msgspec.json.encode(value if value is not None else {}).decode()
-
-
-def store_root(path: Path) -> Path:
-    """Where a file's results live: the folder of the nearest harness config above it, else its own."""
-    from ..task.discover import config_files
-
-    config = next(config_files(path), None)
-    return config.parent if config is not None else (path if path.is_dir() else path.parent)

@@ -39,11 +39,12 @@ def register(server) -> None:
             resolve_provider=False,
         ),
     )
-    def code_action(ls, params: types.CodeActionParams) -> list[types.CodeAction]:
+    async def code_action(ls, params: types.CodeActionParams) -> list[types.CodeAction]:
         uri = params.text_document.uri
         state = ls.current(uri)
         if state is None:
             return []
+        await ls.stored_ready(uri)
         only = params.context.only
         actions: list[types.CodeAction] = []
         for diag in params.context.diagnostics:

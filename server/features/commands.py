@@ -11,8 +11,7 @@ from pygls.uris import from_fs_path, to_fs_path
 
 from kernelbrain.engine.agent import protocol as p
 from kernelbrain.engine.api.budget import parse_duration
-from kernelbrain.engine.task import TaskError, find_task
-from kernelbrain.engine.task.scaffold import plan
+from kernelbrain.engine.api.tasks import TaskError, find_task, plan
 
 from ..dispatch import expect
 from ..engine_bridge import EngineUnavailable
@@ -87,14 +86,13 @@ def register(server) -> None:
             ls.tell(msg, types.MessageType.Warning)
             return {"started": False, "message": msg, "reason": exc.code}
         s = ls.settings
-        request = p.JobRequest(
-            path,
-            kernel,
-            parse_duration(s.budget),
-            s.max_candidates,
-            s.device,
-            llm=s.llm,
-            llm_options=s.llm_options(),
+        request = p.OptimizeRequest(
+            file=path,
+            kernel=kernel,
+            budget_s=parse_duration(s.budget),
+            max_candidates=s.max_candidates,
+            device=s.device,
+            llm=s.llm_options() if s.llm else None,
             memory=s.memory,
         )
         try:
@@ -113,6 +111,7 @@ def register(server) -> None:
         if token is not None:
             ls.token_jobs[token] = info.id
         ls.jobs[info.id] = RunningJob(info, uri, kernel, token)
+        ls.announce(ls.jobs[info.id])
         ls.refresh_lenses()
         return {
             "started": True,
@@ -136,7 +135,7 @@ def register(server) -> None:
     async def apply_variant(ls, *args):
         """Apply a verified variant as a versioned edit, unless its kernel changed since the search."""
         uri, kernel, variant_id = (list(args) + [None] * 3)[:3]
-        path, current, offer = ls.find_offer(uri, kernel, variant_id)
+        path, current, offer = await ls.find_offer(uri, kernel, variant_id)
         if not path or current is None:
             return {"applied": False, "reason": "no such document"}
         if offer is None:

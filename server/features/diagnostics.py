@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from lsprotocol import types
 
-from kernelbrain.engine.api.findings import Finding
+from kernelbrain.engine.api.analysis import Finding
 
 from ..convert import Positions
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from lsprotocol import types
 
-from kernelbrain.engine.index import Kernel
+from kernelbrain.engine.api.analysis import Kernel
 
 from ..convert import Positions
 
@@ -92,11 +92,12 @@ def dynamic_markdown(ls, path: str, kernel: Kernel, uri: str) -> str:
 
 def register(server) -> None:
     @server.feature(types.TEXT_DOCUMENT_HOVER)
-    def hover(ls, params: types.HoverParams) -> types.Hover | None:
+    async def hover(ls, params: types.HoverParams) -> types.Hover | None:
         uri = params.text_document.uri
         state = ls.current(uri)
         if state is None:
             return None
+        await ls.stored_ready(uri)
         pos = Positions(ls.open_document(uri))
         line, col = pos.from_client(params.position)
         for k in state.index.kernels:

@@ -8,10 +8,9 @@ import os
 import msgspec
 from pygls.uris import to_fs_path
 
-from kernelbrain.engine.agent import protocol as p
 from kernelbrain.engine.api.diff import unified_diff
 
-from ..engine_bridge import EngineUnavailable
+from ..shared import job_json
 
 VARIANT_REQUEST = "kernelbrain/variant"
 JOBS_REQUEST = "kernelbrain/jobs"
@@ -29,11 +28,11 @@ def _get(params, name: str):
 
 def register(server) -> None:
     @server.feature(VARIANT_REQUEST)
-    def variant(ls, params) -> dict:
+    async def variant(ls, params) -> dict:
         """{uri, kernel, id} -> the variant's full new text, its diff against the document now, and
         its explanation (for a preview before applying)."""
         uri, kernel, vid = _get(params, "uri"), _get(params, "kernel"), _get(params, "id")
-        path, current, offer = ls.find_offer(uri, kernel, vid)
+        path, current, offer = await ls.find_offer(uri, kernel, vid)
         if not path or current is None:
             return {"found": False, "reason": "no such document"}
         if offer is None:
@@ -83,7 +82,7 @@ def register(server) -> None:
         }
 
     @server.feature(RESULTS_REQUEST)
-    def results(ls, params) -> dict:
+    async def results(ls, params) -> dict:
         """{uri, kernel} -> the last search of that kernel, for a results view: the trajectory,
         candidate counts by rung and outcome, the baseline and every variant offered now (with
         its per-case figures and whether it was withdrawn by an edit since)."""
@@ -91,6 +90,7 @@ def register(server) -> None:
         if not isinstance(uri, str) or not isinstance(kernel, str):
             raise ValueError("kernelbrain/results takes {uri: string, kernel: string}")
         path = to_fs_path(uri)
+        await ls.stored_ready(uri)
         result = ls.results.get(path, kernel) if path else None
         if result is None:
             return {"found": False, "reason": f"no search of `{kernel}` yet"}
@@ -128,21 +128,10 @@ def register(server) -> None:
         }
 
     @server.feature(JOBS_REQUEST)
-    async def jobs(ls, params=None) -> dict:
-        """Every search job this session started: queued, running, finished, cancelled or failed."""
-        infos = {j.info.id: j.info for j in ls.jobs.values()}
-        if ls.jobs:
-            try:
-                listing = await ls.engine.request(p.JOB_LIST, p.JobList([]), p.JobList)
-                for info in listing.jobs if listing else []:
-                    if info.id in infos:
-                        infos[info.id] = info
-                        ls.jobs[info.id].info = info
-            except EngineUnavailable:
-                pass
-        return {
-            "jobs": [msgspec.to_builtins(i) | {"uri": ls.jobs[i.id].uri} for i in infos.values()]
-        }
+    def jobs(ls, params=None) -> dict:
+        """Every search job this session started: queued, running, finished, cancelled or failed,
+        from memory (the agent pushes every change; clients follow `kernelbrain/jobChanged`)."""
+        return {"jobs": [job_json(j) for j in ls.jobs.values()]}
 
 
 def thin(points: list, limit: int = MAX_TRAJECTORY_POINTS) -> list:

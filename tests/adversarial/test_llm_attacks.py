@@ -45,7 +45,7 @@ def test_cheating_rewrites_meet_the_gate_and_the_judge(ws):
 def test_the_prompt_never_carries_the_key(ws):
     """A workspace file may hold the key (a comment, a config): the prompt carries the module,
     scrubbed of every configured secret."""
-    from kernelbrain.engine.evaluate.secrets import register
+    from kernelbrain.engine.api.secrets import register
     from kernelbrain.engine.llm.prompt import Diagnosis, proposal_messages, repair_messages
     from kernelbrain.engine.mutate import MutationContext
     from kernelbrain.engine.task import find_task

@@ -1,4 +1,4 @@
-"""A second real LSP client: headless Neovim attached to `kernelbrain serve` (brief §7)."""
+"""A second real LSP client: headless Neovim attached to `kernelbrain serve`."""
 
 from __future__ import annotations
 

@@ -10,9 +10,10 @@ from pathlib import Path
 
 import pytest
 
+from kernelbrain.engine.api.request import OptimizeRequest
 from kernelbrain.engine.evaluate.pool import WorkerPool
 from kernelbrain.engine.evaluate.verify import verify
-from kernelbrain.engine.service import OptimizeRequest, optimize
+from kernelbrain.engine.service import optimize
 from kernelbrain.engine.task import find_task
 
 pytestmark = pytest.mark.gpu

@@ -8,7 +8,8 @@ import shutil
 
 import pytest
 
-from kernelbrain.engine.service import OptimizeRequest, optimize
+from kernelbrain.engine.api.request import OptimizeRequest
+from kernelbrain.engine.service import optimize
 
 from .slowdowns import EXAMPLES
 

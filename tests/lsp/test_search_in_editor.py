@@ -89,6 +89,8 @@ async def test_optimize_preview_withdraw_apply_and_restart(workspace, tmp_path):
     uri = open_file(client, path)
     texts = {uri: original}
     received = attach_apply_edit(client, texts)
+    pushed: list = []  # the server pushes every change of a job: this test never polls
+    client.feature("kernelbrain/jobChanged")(pushed.append)
     lenses = await client.text_document_code_lens_async(
         types.CodeLensParams(text_document=doc(uri))
     )
@@ -110,6 +112,12 @@ async def test_optimize_preview_withdraw_apply_and_restart(workspace, tmp_path):
     assert any(
         isinstance(r, types.WorkDoneProgressReport) and r.percentage is not None for r in reports
     )
+    await wait_until(
+        lambda: pushed and pushed[-1].state == "finished", timeout=30, what="the job's end pushed"
+    )
+    assert pushed[0].state in ("queued", "running") and pushed[0].uri == uri
+    assert any(j.state == "running" and j.fraction > 0 for j in pushed), "no progress pushed"
+    assert pushed[-1].best_id and pushed[-1].best_speedup > 1.0
     # the summary is a window/showMessage sent after the progress ends: wait for it, do not race it
     await wait_until(
         lambda: any("`gelu_kernel`" in m.message for m in client.messages),
