@@ -22,7 +22,8 @@ from .evaluate.pool import WorkerPool
 from .llm import LLMMutator
 from .llm.settings import resolve_llm
 from .search.cost_model import DeviceModel
-from .search.driver import Search, SearchError
+from .search.driver import Search
+from .search.start import SearchError
 from .store import SearchBusy, Store
 from .store.memory import Memory, memory_enabled
 from .task import find_task

@@ -17,30 +17,30 @@ from pygls.lsp.server import LanguageServer
 from pygls.uris import from_fs_path, to_fs_path
 from pygls.workspace import TextDocument
 
-from kernelbrain.engine.agent import protocol as p
 from kernelbrain.engine.api import secrets
-from kernelbrain.engine.api.analysis import Finding, iter_python_files, source_hash
-from kernelbrain.engine.api.tasks import harness_config, keeps_results
+from kernelbrain.engine.api.analysis import Finding
+from kernelbrain.engine.api.tasks import harness_config
 
+from .compiled import CompiledViews
 from .debounce import Debouncer
-from .dispatch import AnsweringProtocol, expect, guarded
+from .dispatch import AnsweringProtocol, guarded
 from .editor_settings import Settings, parse_settings
-from .engine_bridge import EngineBridge, EngineUnavailable
-from .shared import JOB_CHANGED, NO_HARNESS, RunningJob, job_json
+from .engine_bridge import EngineBridge
+from .jobs import JobBoard
+from .shared import NO_HARNESS
 from .state import FileState, WorkspaceIndex
 from .variants import ResultRegistry
-from .watcher import WorkspaceWatcher
+from .watcher import WorkspaceWatcher, kernel_files
 
 log = logging.getLogger("kernelbrain.server")
 VERSION = "0.1.0"
-# A workspace scan reads at most this many Python files; monorepos keep the server responsive.
-MAX_SCANNED_FILES = 5000
-# How long a request that offers variants waits for its file's stored records: the engine agent
-# reads them from SQLite in milliseconds, but may first have to start (seconds on a busy machine).
-STORED_WAIT_S = 20.0
 
 
 class KernelBrainServer(LanguageServer):
+    """The session: documents and their analysis, trust, publishing, settings and the workspace;
+    jobs, stored results and compiled views are its parts (`jobs.py`, `variants.py`,
+    `compiled.py`). Features see it as a `shared.Session`."""
+
     def __init__(self) -> None:
         super().__init__(
             "kernelbrain",
@@ -56,21 +56,18 @@ class KernelBrainServer(LanguageServer):
         self.watcher: WorkspaceWatcher | None = None
         self.loop: asyncio.AbstractEventLoop | None = None
         self._told: set[str] = set()
+        self.jobs = JobBoard(self)
+        self.results = ResultRegistry(self)
+        self.compiled = CompiledViews(self)
         self.engine = EngineBridge(
-            self._on_job_progress,
-            self._on_job_finished,
+            self.jobs.on_progress,
+            self.jobs.on_finished,
             lambda msg: self.tell_once(
                 f"restart:{msg}", f"KernelBrain: {msg}", types.MessageType.Warning
             ),
-            self._on_jobs_changed,
+            self.jobs.on_changed,
         )
-        self.compiled: dict[
-            str, tuple[str, p.CompiledViewResult]
-        ] = {}  # uri -> (source hash, view)
         self.harness_findings: dict[str, list[Finding]] = {}
-        self.results = ResultRegistry()
-        self.jobs: dict[str, RunningJob] = {}
-        self.token_jobs: dict[str, str] = {}
 
     # -- one dispatch path: every handler registered here is guarded (dispatch.py) ------------
     def feature(self, feature_name: str, options=None):
@@ -197,7 +194,7 @@ class KernelBrainServer(LanguageServer):
     def _after_analysis(self, state: FileState) -> None:
         self.harness_findings[state.uri] = self._harness_hints(state)
         self.publish(state)
-        self.fetch_stored(state)
+        self.results.fetch(state)
         if (
             state.open
             and self.settings.compiled_view
@@ -206,7 +203,7 @@ class KernelBrainServer(LanguageServer):
             and self.require_trust("the compiled view") is None
         ):
             self.debouncer.schedule(
-                ("compiled", state.uri), 1.0, lambda: self._spawn(self.refresh_compiled(state.uri))
+                ("compiled", state.uri), 1.0, lambda: self.spawn(self.compiled.refresh(state.uri))
             )
 
     def _harness_hints(self, state: FileState) -> list[Finding]:
@@ -227,7 +224,8 @@ class KernelBrainServer(LanguageServer):
             if harness_config(state.path, k.name, source) is None
         ]
 
-    def _spawn(self, coro) -> None:
+    def spawn(self, coro) -> None:
+        """Run a coroutine on the loop, logging (never raising) what it fails with."""
         task = asyncio.get_running_loop().create_task(coro)
         task.add_done_callback(
             lambda t: (
@@ -235,139 +233,15 @@ class KernelBrainServer(LanguageServer):
             )
         )
 
-    # -- compiled view -----------------------------------------------------------------------
-    async def refresh_compiled(self, uri: str) -> None:
-        state = self.files.get(uri)
-        if state is None:
-            return
-        text = self.current_text(uri)
-        if text is None:
-            return
-        digest = source_hash(text)
-        if uri in self.compiled and self.compiled[uri][0] == digest:
-            return
-        try:
-            view = await self.engine.request(
-                p.COMPILED_VIEW,
-                p.CompiledViewRequest(state.path, text, arch=self.settings.target_arch),
-                p.CompiledViewResult,
-            )
-        except EngineUnavailable as exc:
-            self.tell_once(
-                "compiled-unavailable",
-                f"KernelBrain: the compiled view is unavailable: {exc}",
-                types.MessageType.Warning,
-            )
-            return
-        except Exception as exc:
-            self.tell_once(
-                "compiled-failed",
-                f"KernelBrain: the compiled view failed: {exc}",
-                types.MessageType.Warning,
-            )
-            return
-        if view is None:
-            return
-        self.compiled[uri] = (view.source_hash, view)
-        now = self.files.get(uri)
-        if now is not None and now.index.source_hash == view.source_hash:
-            self.publish(now)
-
-    def compiled_for(self, uri: str) -> p.CompiledViewResult | None:
-        entry = self.compiled.get(uri)
-        state = self.files.get(uri)
-        if entry is None or state is None or entry[0] != state.index.source_hash:
-            return None
-        return entry[1]
-
     # -- publishing ------------------------------------------------------------------------
     def findings_for(self, state: FileState) -> list[Finding]:
         findings = list(state.findings) + self.harness_findings.get(state.uri, [])
-        view = self.compiled_for(state.uri)
+        view = self.compiled.view(state.uri)
         if view is not None:
             for v in view.views:
                 findings.extend(v.findings)
-        findings.extend(self.measured_findings(state))
+        findings.extend(self.results.measured_findings(state))
         return findings
-
-    def measured_findings(self, state: FileState) -> list[Finding]:
-        """KB3xx from the latest measured search of each kernel, while the kernel is as measured."""
-        from .variants import changed_functions
-
-        out: list[Finding] = []
-        current = None
-        for k in state.index.launchable:
-            record = self.results.record(state.path, k.name)
-            if record is None or record.result is None or not record.measured:
-                continue
-            current = current if current is not None else (self.current_text(state.uri) or "")
-            if changed_functions(record.result.original, current, [k.name, record.result.entry]):
-                continue
-            for f in record.measured:
-                out.append(
-                    Finding(
-                        f.code,
-                        f.message + " (measured by the last search)",
-                        k.name_span,
-                        f.severity,
-                        k.name,
-                        state.path,
-                    )
-                )
-        return out
-
-    # -- the engine's records ------------------------------------------------------------------
-    def fetch_stored(self, state: FileState) -> None:
-        """Ask the agent, once per file until it changes on disk, what the workspace's store
-        keeps for its kernels; publish and refresh lenses when the answer comes."""
-        if not state.index.launchable or self.results.asking(state.path) is not None:
-            return
-        try:
-            request = asyncio.get_running_loop().create_future()
-        except RuntimeError:  # not on the event loop (analysis always is; a test may not be)
-            return
-        self.results.ask(state.path, request)
-        if not keeps_results(state.path):
-            request.set_result(None)
-            return
-        kernels = [k.name for k in state.index.launchable]
-        self._spawn(self._fetch_stored(state.uri, state.path, kernels, request))
-
-    async def _fetch_stored(self, uri: str, path: str, kernels: list[str], request) -> None:
-        try:
-            answer = await self.engine.request(
-                p.STORED, p.StoredRequest(path, kernels), p.StoredResults
-            )
-        except Exception as exc:  # the agent could not start, or its store failed: say so once
-            self.tell_once(
-                "stored-unavailable",
-                f"KernelBrain: earlier search results are unavailable: {exc}",
-                types.MessageType.Warning,
-            )
-            answer = None
-        finally:
-            if not request.done():
-                request.set_result(None)
-        if self.results.asking(path) is not request:  # the file changed meanwhile: asked again
-            return
-        for record in answer.records if answer else []:
-            if record.result is not None or record.profile_share is not None:
-                self.results.put(path, record)
-        state = self.files.get(uri)
-        if state is not None:
-            self.publish(state)
-        self.refresh_lenses()
-
-    async def stored_ready(self, uri: str) -> None:
-        """Wait (at most STORED_WAIT_S) for a file's stored records, if they are on their way:
-        requests that offer variants call this, so a reopened file offers what was found before."""
-        path = to_fs_path(uri) if isinstance(uri, str) else None
-        request = self.results.asking(path) if path else None
-        if request is not None and not request.done():
-            try:
-                await asyncio.wait_for(asyncio.shield(request), STORED_WAIT_S)
-            except asyncio.TimeoutError:
-                pass
 
     def publish(self, state: FileState) -> None:
         from .features.diagnostics import to_diagnostics
@@ -391,105 +265,8 @@ class KernelBrainServer(LanguageServer):
         if caps and caps.code_lens and caps.code_lens.refresh_support:
             self.workspace_code_lens_refresh(None)
 
-    # -- jobs --------------------------------------------------------------------------------
-    def announce(self, job: RunningJob) -> None:
-        """Push a job's state to the client (`kernelbrain/jobChanged`): a client shows progress
-        and results from these notifications instead of polling `kernelbrain/jobs`."""
-        self.protocol.notify(JOB_CHANGED, job_json(job))
-
-    def _on_jobs_changed(self, msg: p.JobList) -> None:
-        for info in msg.jobs:
-            job = self.jobs.get(info.id)
-            if job is not None:
-                job.info = info
-                self.announce(job)
-        self.refresh_lenses()
-
-    def _on_job_progress(self, msg: p.JobProgress) -> None:
-        job = self.jobs.get(msg.job.id)
-        if job is None:
-            return
-        job.info = msg.job
-        self.announce(job)
-        if job.token is not None:
-            best = (
-                f" · best {msg.event.best_speedup:.2f}x{'' if msg.event.measured else ' (est.)'}"
-                if msg.event.best_speedup
-                else ""
-            )
-            self.work_done_progress.report(
-                job.token,
-                types.WorkDoneProgressReport(
-                    message=f"{msg.event.message}{best}"[:200],
-                    percentage=int(msg.event.fraction * 100),
-                    cancellable=True,
-                ),
-            )
-
-    def _on_job_finished(self, msg: p.JobFinished) -> None:
-        job = self.jobs.get(msg.job.id)
-        if job is None:
-            return
-        job.info = msg.job
-        result = msg.result
-        if result is not None:
-            self.results.put(result.file, p.KernelRecord(result.kernel, result, msg.measured))
-        self.announce(job)  # after the result is in: a client that asks for it now gets it
-        if job.token is not None:
-            self.work_done_progress.end(
-                job.token, types.WorkDoneProgressEnd(message=self._summary(msg))
-            )
-            self.token_jobs.pop(job.token, None)
-        if msg.job.state == "failed":
-            self.tell(
-                f"KernelBrain: optimizing `{job.kernel}` failed: {msg.job.error}",
-                types.MessageType.Error,
-            )
-        else:
-            self.tell(f"KernelBrain: {self._summary(msg)}")
-        state = self.files.get(job.uri)
-        if state is not None:
-            self.publish(state)
-        self.refresh_lenses()
-
-    @staticmethod
-    def _summary(msg: p.JobFinished) -> str:
-        r = msg.result
-        if r is None:
-            return f"`{msg.job.kernel}`: {msg.job.state}"
-        best = next((v for v in r.variants if v.id == r.best), None)
-        if best is None:
-            return f"`{r.kernel}`: no faster verified variant ({msg.job.state}, {r.stopped})"
-        kind = "faster" if best.measured else "faster (estimated)"
-        return f"`{r.kernel}`: {len(r.variants)} verified variant(s), best {best.speedup:.2f}x {kind} ({msg.job.state})"
-
     async def shutdown_engine(self) -> None:
         await self.engine.stop()
-
-    async def find_offer(self, uri, kernel, variant_id):
-        """(path, current text, offer) for a variant of a kernel in a document; offer None if gone.
-        Arguments come from clients: each must be a string."""
-        expect(uri, str, "uri")
-        expect(kernel, str, "kernel")
-        expect(variant_id, str, "variant id")
-        path = to_fs_path(uri) if uri else None
-        current = self.current_text(uri) if uri else None
-        if not path or current is None:
-            return path, current, None
-        await self.stored_ready(uri)
-        offer = next(
-            (o for o in self.results.offers(path, kernel, current) if o.variant.id == variant_id),
-            None,
-        )
-        return path, current, offer
-
-    # -- profiles ---------------------------------------------------------------------------
-    def profile_share(self, path: str, kernel: str) -> str | None:
-        """ "31% of GPU time in train.py" from the latest `kernelbrain profile` that ran this kernel."""
-        record = self.results.record(path, kernel)
-        if record is None or record.profile_share is None:
-            return None
-        return f"{record.profile_share:.0%} of GPU time in {Path(record.profile_script or '').name}"
 
     # -- workspace -------------------------------------------------------------------------
     def workspace_roots(self) -> list[str]:
@@ -502,27 +279,8 @@ class KernelBrainServer(LanguageServer):
         """Index every kernel file of the workspace (read in a thread, analysed on the loop)."""
         roots = self.workspace_roots()
 
-        def read_all() -> list[tuple[str, str]]:
-            found: list[tuple[str, str]] = []
-            count = 0
-            for root in roots:
-                for path in iter_python_files(Path(root)):
-                    count += 1
-                    if count > MAX_SCANNED_FILES:
-                        return found
-                    try:
-                        data = path.read_bytes()
-                    except OSError:
-                        continue
-                    if b"triton" in data:
-                        try:
-                            found.append((str(path), data.decode("utf-8")))
-                        except UnicodeDecodeError:
-                            continue
-            return found
-
         loop = asyncio.get_running_loop()
-        for path, text in await loop.run_in_executor(None, read_all):
+        for path, text in await loop.run_in_executor(None, kernel_files, roots):
             self.analyse_disk(path, text)
 
     def start_watcher(self) -> None:

@@ -1,4 +1,5 @@
-"""Notice kernel files changed on disk by other programs (git checkout, code generation).
+"""The workspace on disk: its kernel files at start, and files changed by other programs
+(git checkout, code generation) while the server runs.
 
 watchdog runs its observer in a thread; every event is handed to the server's event loop, where
 all state lives, so nothing here touches server state directly.
@@ -14,9 +15,33 @@ from typing import Callable
 from watchdog.events import FileSystemEvent, FileSystemEventHandler
 from watchdog.observers import Observer
 
-from kernelbrain.engine.api.analysis import SKIP_DIRS
+from kernelbrain.engine.api.analysis import SKIP_DIRS, iter_python_files
 
 log = logging.getLogger(__name__)
+# A workspace scan reads at most this many Python files; monorepos keep the server responsive.
+MAX_SCANNED_FILES = 5000
+
+
+def kernel_files(roots: list[str]) -> list[tuple[str, str]]:
+    """(path, text) of every Python file under `roots` that mentions triton (at most
+    MAX_SCANNED_FILES files read): what the server indexes at start."""
+    found: list[tuple[str, str]] = []
+    count = 0
+    for root in roots:
+        for path in iter_python_files(Path(root)):
+            count += 1
+            if count > MAX_SCANNED_FILES:
+                return found
+            try:
+                data = path.read_bytes()
+            except OSError:
+                continue
+            if b"triton" in data:
+                try:
+                    found.append((str(path), data.decode("utf-8")))
+                except UnicodeDecodeError:
+                    continue
+    return found
 
 
 def is_watched(path: str) -> bool:

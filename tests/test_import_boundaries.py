@@ -53,12 +53,29 @@ def modules(packages: dict[str, Path]) -> dict[str, Path]:
     return found
 
 
+def runtime_nodes(tree: ast.AST):
+    """Every node that can run: what sits under `if TYPE_CHECKING:` is for type checkers only
+    and imports nothing at run time."""
+    stack = [tree]
+    while stack:
+        node = stack.pop()
+        yield node
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, ast.If) and ast.unparse(child.test) in (
+                "TYPE_CHECKING",
+                "typing.TYPE_CHECKING",
+            ):
+                stack.extend(child.orelse)
+                continue
+            stack.append(child)
+
+
 def imports_of(name: str, path: Path, known: dict[str, Path]) -> set[str]:
     """Every module `name` imports anywhere in its body, with the packages that hold them (an
     import runs their `__init__`)."""
     package = name.split(".") if path.name == "__init__.py" else name.split(".")[:-1]
     targets: set[str] = set()
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+    for node in runtime_nodes(ast.parse(path.read_text(encoding="utf-8"))):
         if isinstance(node, ast.Import):
             targets |= {a.name for a in node.names}
         elif isinstance(node, ast.ImportFrom):

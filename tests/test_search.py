@@ -902,13 +902,13 @@ def test_the_bandit_gives_a_mutator_that_keeps_failing_here_fewer_proposals(pool
             pop.nodes.pop(n.id, None)
         return sum(1 for n in fresh if n.chain.last == "config")
 
-    assert search.allocation.quota("config") == PROPOSALS_PER_MUTATOR
+    assert search.experience.allocation.quota("config") == PROPOSALS_PER_MUTATOR
     before = config_proposals()
-    search.allocation.observe(search._tallies())
+    search.experience.allocation.observe(search.experience.tallies())
     after = config_proposals()
     assert before == PROPOSALS_PER_MUTATOR and MIN_QUOTA <= after < before, (before, after)
-    assert search.allocation.quota("launcher-cleanup") == PROPOSALS_PER_MUTATOR
-    assert search.allocation.quota(LLM_ARM, 4) < 4
+    assert search.experience.allocation.quota("launcher-cleanup") == PROPOSALS_PER_MUTATOR
+    assert search.experience.allocation.quota(LLM_ARM, 4) < 4
 
 
 def test_the_end_game_verifies_the_fastest_candidate_the_generations_had_no_time_for(
@@ -920,7 +920,7 @@ def test_the_end_game_verifies_the_fastest_candidate_the_generations_had_no_time
     ws = workspace(tmp_path)
     task = find_task(ws / "ops" / "gelu.py", "gelu_kernel")
     search = Search(task, device="cpu", budget=Budget(wall_s=120), store=Store(ws), pool=pool)
-    search._baseline()
+    search.baseline()
     original = open(task.file).read()
     proposal = next(iter(load_mutators()["config"].propose(MutationContext(task, original))))
     node = search.prepare_variant(proposal.source)

@@ -1,6 +1,5 @@
-"""The engine's public types for front ends (the CLI, the language server, the editor's agent).
-
-Plain msgspec structs and pure functions: nothing here imports torch, triton, the search, the
-mutators or the evaluation pool, so the language server can import all of it
-(`tests/test_import_boundaries.py`).
+"""The engine's public surface: the types every process shares (facts, results, requests,
+budgets, the GPU's limits) and the doors the language server uses for its static analysis
+(`analysis.py`, `tasks.py`). Nothing here imports torch, triton, the search, the evaluation or
+the worker, so the language server imports what it needs of it (`tests/test_import_boundaries.py`).
 """

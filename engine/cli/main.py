@@ -12,29 +12,13 @@ import sys
 from pathlib import Path
 from typing import Sequence
 
-from ..api.budget import DEFAULT_BUDGET
+from .parser import build_parser
 
 EXIT_OK = 0
 EXIT_FINDINGS = 1
 EXIT_USAGE = 2
 EXIT_BUSY = 3
 EXIT_INTERRUPTED = 130  # 128 + SIGINT, as shells report it
-
-
-OPTIMIZE_EXITS = """exit status:
-  0  the search ran (whether or not it found a faster variant)
-  1  the original kernel fails its own harness
-  2  usage or harness error: bad arguments, no or a broken harness config, or a harness whose
-     reference, inputs or small inputs raise (the message says which), or a kernel the CPU
-     interpreter cannot run (the message names the line)
-  3  another search of the same kernel is running (--wait waits for it instead)
-  130  interrupted (Ctrl-C): the search stopped, what it verified is printed and kept
-with --json, a failure prints one object: {"error": {"kind", "message", "exit"}}"""
-VERIFY_EXITS = """exit status:
-  0  the candidate is accepted
-  1  the candidate is rejected (the report says at which stage and why)
-  2  usage or harness error (the harness's reference, inputs or small inputs raise)
-with --json, a usage or harness-config failure prints {"error": {"kind", "message", "exit"}}"""
 
 
 class UsageError(Exception):
@@ -417,39 +401,6 @@ def _stderr_progress(p) -> None:
     print(f"  · {p.stage}{(': ' + p.detail) if p.detail else ''}", file=sys.stderr, flush=True)
 
 
-def _plugin_commands(sub) -> None:
-    """Subcommands other packages of the distribution add (entry-point group
-    `kernelbrain.commands`): `serve` comes from the language server this way, so the engine never
-    imports the server. A plugin that fails to load is reported and skipped."""
-    from importlib.metadata import entry_points
-
-    for ep in sorted(entry_points(group="kernelbrain.commands"), key=lambda e: e.name):
-        try:
-            ep.load()(sub)
-        except Exception as exc:  # a broken plugin must not take the other commands down
-            print(f"kernelbrain: command {ep.name!r} is unavailable: {exc}", file=sys.stderr)
-
-
-def _add_llm_flags(p: argparse.ArgumentParser) -> None:
-    """How the LLM is reached and asked (defaults: the environment, README "LLM")."""
-    p.add_argument("--llm-model", default=None, help="model name (default: KERNELBRAIN_LLM_MODEL)")
-    p.add_argument("--llm-base-url", default=None, help="endpoint base URL (default: from env)")
-    p.add_argument("--llm-temperature", type=float, default=None, help="sampling temperature (0.7)")
-    p.add_argument("--llm-concurrency", type=int, default=None, help="requests at once (2)")
-    p.add_argument(
-        "--llm-timeout", type=float, default=None, help="seconds per request, retries apart (90)"
-    )
-    p.add_argument(
-        "--llm-repairs", type=int, default=None, help="rounds of feeding an error back (2)"
-    )
-    p.add_argument(
-        "--llm-price",
-        metavar="IN,OUT",
-        default=None,
-        help="the model's dollars per million input and output tokens (for --llm-dollars)",
-    )
-
-
 def _llm_options(args: argparse.Namespace, **more):
     """The LLM options the flags state, checked against the environment's settings now: a bad
     value is a usage error naming it, before any search starts."""
@@ -475,174 +426,18 @@ def _llm_options(args: argparse.Namespace, **more):
     return options
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="kernelbrain", description="Find and verify faster variants of Triton kernels."
-    )
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    sub.required = True
-
-    p = sub.add_parser(
-        "check", help="static bottleneck diagnostics (KB1xx) for Python files or folders"
-    )
-    p.add_argument("paths", nargs="+", type=Path, metavar="PATH")
-    p.add_argument("--format", choices=("text", "json"), default="text")
-    p.add_argument(
-        "--select",
-        action="append",
-        metavar="CODE",
-        help="only these codes or prefixes (repeatable)",
-    )
-    p.add_argument(
-        "--ignore",
-        action="append",
-        metavar="CODE",
-        help="skip these codes or prefixes (repeatable)",
-    )
-    p.add_argument("--exit-zero", action="store_true", help="exit 0 even when there are findings")
-    p.set_defaults(handler=_cmd_check)
-
-    p = sub.add_parser(
-        "verify",
-        help="run the policy gate and the correctness harness on a candidate module",
-        epilog=VERIFY_EXITS,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    p.add_argument("target", metavar="FILE::KERNEL")
-    p.add_argument(
-        "--candidate",
-        type=Path,
-        required=True,
-        metavar="CANDIDATE.py",
-        help="the whole module with the kernel (and launcher) rewritten",
-    )
-    p.add_argument("--device", default="auto", help="auto (default), cpu, cuda or cuda:N")
-    p.add_argument("--json", action="store_true")
-    p.add_argument("--no-timing", action="store_true", help="skip the A/B timing on a GPU")
-    p.add_argument("--timeout", type=float, default=None, help="seconds per harness call")
-    p.add_argument("--seed", type=int, default=0)
-    p.set_defaults(handler=_cmd_verify)
-
-    p = sub.add_parser("bench", help="time the kernel on every case against the device's ceilings")
-    p.add_argument("target", metavar="FILE::KERNEL")
-    p.add_argument("--device", default="auto", help="auto (default), cpu, cuda or cuda:N")
-    p.add_argument("--json", action="store_true")
-    p.add_argument("--rep-ms", type=float, default=300.0, help="timing budget per case (ms)")
-    p.add_argument(
-        "--ncu",
-        action="store_true",
-        help="add Nsight Compute data (speed of light, occupancy, stalls)",
-    )
-    p.add_argument(
-        "--ncu-case", type=int, default=0, help="which case Nsight Compute profiles (default 0)"
-    )
-    p.set_defaults(handler=_cmd_bench)
-
-    p = sub.add_parser(
-        "profile", help="rank a script's GPU kernels by share of GPU time (needs a GPU)"
-    )
-    p.add_argument("script", type=Path, metavar="SCRIPT")
-    p.add_argument("args", nargs=argparse.REMAINDER, metavar="ARGS")
-    p.add_argument(
-        "--root",
-        type=Path,
-        help="workspace to map Triton kernels back to (default: current folder)",
-    )
-    p.add_argument("--json", action="store_true")
-    p.set_defaults(handler=_cmd_profile)
-
-    p = sub.add_parser(
-        "memory", help="the experience memory shared across searches (~/.cache/kernelbrain)"
-    )
-    p.add_argument("action", choices=("show", "clear"))
-    p.set_defaults(handler=_cmd_memory)
-
-    p = sub.add_parser("init", help="scaffold a task harness for a kernel")
-    p.add_argument("target", metavar="FILE::KERNEL")
-    p.add_argument(
-        "--llm",
-        action="store_true",
-        help="have an LLM draft the reference and inputs; written only if the original passes them",
-    )
-    _add_llm_flags(p)
-    p.add_argument("--device", default="auto", help="where the drafted harness is checked")
-    p.set_defaults(handler=_cmd_init)
-
-    p = sub.add_parser(
-        "optimize",
-        help="search for verified faster variants of a kernel",
-        epilog=OPTIMIZE_EXITS,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    p.add_argument("target", metavar="FILE[::KERNEL]")
-    p.add_argument(
-        "--budget",
-        default=DEFAULT_BUDGET,
-        help=f"wall-time budget, e.g. 90s, 5m, 1h (default {DEFAULT_BUDGET})",
-    )
-    p.add_argument(
-        "--max-candidates",
-        type=int,
-        default=None,
-        help="candidates to evaluate at most (default: no cap; the time budget and stagnation end the search)",
-    )
-    p.add_argument("--device", default="auto", help="auto (default), cpu, cuda or cuda:N")
-    llm = p.add_mutually_exclusive_group()
-    llm.add_argument(
-        "--llm",
-        action="store_true",
-        help="also ask an LLM for rewrites (any OpenAI-compatible endpoint: "
-        "KERNELBRAIN_LLM_BASE_URL or OPENAI_BASE_URL; key: KERNELBRAIN_API_KEY or OPENAI_API_KEY)",
-    )
-    llm.add_argument(
-        "--no-llm", dest="llm", action="store_false", help="offline mutators only (default)"
-    )
-    _add_llm_flags(p)
-    p.add_argument(
-        "--llm-tokens", type=int, default=None, help="LLM tokens this search may spend at most"
-    )
-    p.add_argument(
-        "--llm-dollars", type=float, default=None, help="LLM dollars this search may spend at most"
-    )
-    p.add_argument(
-        "--json", action="store_true", help="print the result as JSON (README: optimize --json)"
-    )
-    p.add_argument(
-        "--report", type=Path, metavar="REPORT.html", help="write an HTML report with plots"
-    )
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument(
-        "--apply", action="store_true", help="write the best verified variant into the file"
-    )
-    p.add_argument(
-        "--wait",
-        action="store_true",
-        help="if another search of this kernel is running, wait for it (default: exit 3)",
-    )
-    mem = p.add_mutually_exclusive_group()
-    mem.add_argument(
-        "--memory",
-        dest="memory",
-        action="store_const",
-        const=True,
-        default=None,
-        help="use and feed the experience memory (default, unless KERNELBRAIN_MEMORY=off)",
-    )
-    mem.add_argument(
-        "--no-memory",
-        dest="memory",
-        action="store_const",
-        const=False,
-        help="neither use nor feed the experience memory",
-    )
-    p.set_defaults(handler=_cmd_optimize)
-
-    _plugin_commands(sub)
-    return parser
-
-
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
+    parser = build_parser(
+        {
+            "check": _cmd_check,
+            "verify": _cmd_verify,
+            "bench": _cmd_bench,
+            "profile": _cmd_profile,
+            "memory": _cmd_memory,
+            "init": _cmd_init,
+            "optimize": _cmd_optimize,
+        }
+    )
     args = parser.parse_args(argv)
     try:
         return args.handler(args)

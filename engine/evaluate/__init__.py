@@ -1,5 +1,3 @@
-"""Evaluation: candidates, the policy gate, sandboxed workers, correctness and timing.
-
-Modules that import torch/triton (`worker`, `harness`, `audit`, `compare`, `shapes`, `timing`)
-run only inside worker processes; everything else is importable by the server and the CLI.
+"""Running candidates safely, engine side: the policy gate, the sandbox, the worker pool and
+the verdict calls. No torch here: the code that runs inside the workers is `engine/worker/`.
 """

@@ -314,7 +314,10 @@ def _stateful(tree: ast.Module, original: ast.Module) -> Rejection | None:
 
 
 def static_gate(task: Task, original_source: str, candidate_source: str) -> Rejection | None:
-    """The first rule a candidate breaks, or None when it may run."""
+    """The first rule a candidate breaks, or None when it may run.
+
+    Long because the gate's rules run in one order, and the first one broken is the answer.
+    """
     try:
         tree = ast.parse(candidate_source)
     except SyntaxError as exc:
@@ -476,7 +479,10 @@ def _forbidden_dotted(dotted: str | None) -> bool:
 
 
 def _reaches_outside(tree: ast.Module, original: ast.Module) -> Rejection | None:
-    """Imports, names and attribute chains that reach past the kernel's business."""
+    """Imports, names and attribute chains that reach past the kernel's business.
+
+    Long because every route to builtins and modules (imports, names, chains) is one blocklist.
+    """
     orig_names = {n.id for n in ast.walk(original) if isinstance(n, ast.Name)}
     orig_attrs = {n.attr for n in ast.walk(original) if isinstance(n, ast.Attribute)}
     orig_aliases = _aliases(original)
@@ -562,7 +568,10 @@ def _reaches_outside(tree: ast.Module, original: ast.Module) -> Rejection | None
 
 def _runs_at_import(tree: ast.Module, original: ast.Module) -> Rejection | None:
     """New code that would run when the module is imported: module statements, class bodies,
-    decorators, default values and annotations must be definitions or harmless values."""
+    decorators, default values and annotations must be definitions or harmless values.
+
+    Long because each kind of import-time statement has its own harmless shapes.
+    """
     orig_nodes = {ast.dump(n) for n in ast.walk(original)}
     lazy_annotations = any(
         isinstance(n, ast.ImportFrom) and n.module == "__future__" for n in tree.body

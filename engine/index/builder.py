@@ -178,6 +178,11 @@ def literal(node: ast.AST | None):
 
 
 class _Indexer:
+    """Builds a file's `FileIndex`: kernels, parameters, autotune configs, helpers, launch sites.
+
+    Long because one AST walk records every fact of the index, so a file is visited once.
+    """
+
     def __init__(self, pm: ParsedModule):
         self.pm = pm
         self.tree = pm.tree

@@ -35,6 +35,11 @@ def _tiling(knobs: dict) -> dict:
 
 @mutator("autotune", "insert a pruned @triton.autotune over tiles, warps and stages")
 def propose(ctx: MutationContext):
+    """The kernel under a pruned `@triton.autotune` over its tiles, warps and stages, its launch
+    passing them no more.
+
+    Long because the rewrite's preconditions, decorator and launch edits must agree.
+    """
     kv = ctx.kernel
     if (
         kv is None

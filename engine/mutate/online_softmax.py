@@ -97,6 +97,10 @@ def _stmt(code: str) -> list[ast.stmt]:
 
 @mutator("online-softmax", "fuse the max pass and the exp-sum pass with an online rescaled sum")
 def propose(ctx: MutationContext):
+    """The max pass and the exp-sum pass fused into one loop with an online rescaled sum.
+
+    Long because the three passes' preconditions and the merged loop are one rewrite.
+    """
     kv = ctx.kernel
     if kv is None:
         return

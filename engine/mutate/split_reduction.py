@@ -89,7 +89,10 @@ def _written(stmt: ast.stmt) -> bool:
 
 
 def split_reductions(ctx: MutationContext) -> Iterator[SplitReduction]:
-    """Every grid axis of the target kernel whose programs meet in one atomic sum."""
+    """Every grid axis of the target kernel whose programs meet in one atomic sum.
+
+    Long because each grid axis's atomic sum is matched and rewritten in one walk.
+    """
     kv = ctx.kernel
     if kv is None or kv.kernel.autotuned:
         return

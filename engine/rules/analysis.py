@@ -80,7 +80,10 @@ def _node_lines(node: ast.AST) -> tuple[int, int]:
 
 
 class KernelView:
-    """One `@triton.jit` function with the questions rules ask about it."""
+    """One `@triton.jit` function with the questions rules ask about it.
+
+    Long because every rule's question about a kernel reads the same conservative data flow.
+    """
 
     def __init__(self, pm: ParsedModule, kernel: Kernel, node: ast.FunctionDef):
         self.pm = pm

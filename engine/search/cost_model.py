@@ -223,7 +223,10 @@ def kernel_shape(source: str, kernel: str, constexprs: dict) -> KernelShape | No
     """What the kernel's body does with memory, read off its syntax tree: passes per tensor,
     loads per iteration, loops and their trip counts, special functions, atomics, dots. One
     function on purpose: each fact is one walk over the same active statements, and splitting
-    them would walk the tree once a fact."""
+    them would walk the tree once a fact.
+
+    Long because each fact is one walk over the same statements (see above).
+    """
     pm = parse_module(source)
     kv = next((k for k in kernel_views(pm) if k.name == kernel), None)
     if kv is None:
@@ -429,7 +432,10 @@ def launch_time_us(
     """One launch's estimated time: the largest of its floors (bandwidth, latency, compute,
     atomics, special functions, instruction issue, overlapped as the module docstring says) plus
     launch overhead. Kept in one function on purpose: the floors share the occupancy, wave and
-    in-flight figures derived at its top, and read as one model top to bottom."""
+    in-flight figures derived at its top, and read as one model top to bottom.
+
+    Long because the floors share one occupancy, wave and in-flight derivation (see above).
+    """
     if facts is not None and not facts.ok:
         return math.inf
     programs = max(1, _prod(rec.grid))

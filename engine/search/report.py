@@ -1,13 +1,20 @@
-"""A verified node as the search reports it: per-case figures, the diff, the explanation."""
+"""A search as it reports itself: each verified node with its per-case figures, diff and
+explanation, and the whole result (`optimize --json`, the editor's results view)."""
 
 from __future__ import annotations
 
 from ..api import facts as m
 from ..api.diff import unified_diff
-from ..api.results import Variant
+from ..api.results import BaselineCase, BudgetReport, SearchResult, Variant
+from ..evaluate.devices import is_gpu
+from ..index.builder import source_hash
+from ..llm import LLMMutator
 from ..task.spec import Task
+from .cost_model import case_bytes_and_flops, case_written_bytes
 from .explain import compiled_changes, explain
-from .node import Node
+from .ledger import Ledger
+from .meter import Meter, Stop
+from .node import ORIGINAL, Node
 from .population import Population
 
 
@@ -50,4 +57,72 @@ def variant(
         node.source,
         pop.estimated_speedup(node),
         passed,
+    )
+
+
+def search_result(
+    stopped: Stop,
+    *,
+    task: Task,
+    device: str,
+    original: str,
+    seed: int,
+    population: Population,
+    ledger: Ledger,
+    meter: Meter,
+    llm: LLMMutator | None,
+    baseline_facts: dict,
+    gpu_s_to_best: float | None,
+    ceilings: dict[str, float],
+) -> SearchResult:
+    """What a search found and spent, as `optimize --json` and the editor show it."""
+    pop, gpu = population, is_gpu(device)
+    variants = sorted(
+        (
+            variant(n, pop, original, task, baseline_facts)
+            for n in pop.nodes.values()
+            if n.verified and n.id != ORIGINAL
+        ),
+        key=lambda v: (-v.speedup, v.id),
+    )
+    ledger.counts.total = sum(1 for n in pop.nodes.values() if n.id != ORIGINAL)
+    baseline = [BaselineCase(label, us, gpu) for label, us in zip(pop.labels, pop.baseline_us)]
+    if not gpu:
+        ledger.notes.append(
+            "no GPU: candidates were verified on the CPU interpreter and ranked by the static "
+            "cost model; speedups are estimates (measured: false)"
+        )
+    root = pop.nodes.get(ORIGINAL)
+    cases = root.spec.cases if root and root.spec else []
+    case_bytes, case_flops = case_bytes_and_flops(cases)
+    spent = meter.tick()
+    if llm is not None:
+        spent.llm_tokens, spent.llm_dollars = llm.tokens, round(llm.dollars, 6)
+        ledger.notes.extend(n for n in llm.notices if n not in ledger.notes)
+        ledger.notes.append(llm.summary())
+    return SearchResult(
+        kernel=task.kernel,
+        file=task.file,
+        device=device,
+        measured=gpu,
+        baseline=baseline,
+        variants=variants,
+        best=pop.best_id,
+        time_to_best_s=pop.time_to_best,
+        budget=BudgetReport(meter.budget, spent),
+        candidates=ledger.counts,
+        stopped=str(stopped),
+        trajectory=ledger.trajectory,
+        notes=ledger.notes,
+        seed=seed,
+        source_hash=source_hash(original),
+        rung_seconds={k: round(v, 2) for k, v in ledger.rung_seconds.items()},
+        original=original,
+        stage_seconds={k: [round(v, 2) for v in vs] for k, vs in ledger.stage_seconds.items()},
+        entry=task.entry,
+        gpu_s_to_best=gpu_s_to_best,
+        case_bytes=case_bytes,
+        case_flops=case_flops,
+        case_written_bytes=case_written_bytes(cases, original),
+        ceilings=ceilings,
     )

@@ -150,6 +150,12 @@ def kernel_key(file: str, kernel: str, source_hash: str) -> str:
 
 
 class Store:
+    """A workspace's results database: candidates, outcomes, measurements, ceilings, searches,
+    profiles and each running search's claim on its kernel.
+
+    Long because the schema and every query live in one class: one process owns the SQL.
+    """
+
     def __init__(self, root: str | Path):
         self.folder = Path(root) / FOLDER
         self.path = self.folder / FILENAME

@@ -224,7 +224,10 @@ def _install_float_scalars() -> None:
 
 
 def _install_bf16() -> None:
-    """bf16 operands compute in fp32; bf16 results round to nearest even."""
+    """bf16 operands compute in fp32; bf16 results round to nearest even.
+
+    Long because every bf16 operation the interpreter runs is patched in one place.
+    """
     import triton.language as tl
     from triton.runtime.interpreter import (
         InterpreterBuilder,

@@ -22,6 +22,11 @@ JUDGE_PREFIX = "judge@"
 
 
 def _serve(device: str, rfd: int, wfd: int) -> None:
+    """A worker's request loop: one request in, progress and one answer out; a judge's requests
+    for candidate runs go out through the engine and their answers come back in the same loop.
+
+    Long because the request loop and its relay to the runner are one protocol state machine.
+    """
     from .. import protocol as m
     from ..api import facts
 

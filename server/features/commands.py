@@ -15,7 +15,7 @@ from kernelbrain.engine.api.tasks import TaskError, find_task, plan
 
 from ..dispatch import expect
 from ..engine_bridge import EngineUnavailable
-from ..shared import RunningJob
+from ..shared import RunningJob, Session
 from .code_lens import OPTIMIZE_COMMAND
 
 CANCEL_COMMAND = "kernelbrain.cancel"
@@ -56,193 +56,197 @@ def minimal_edits(old: str, new: str) -> list[types.TextEdit]:
     return edits
 
 
-def register(server) -> None:
-    @server.command(OPTIMIZE_COMMAND)
-    async def optimize(ls, *args):
-        """Start a search for a kernel in the engine agent, with work-done progress and cancel."""
-        uri, kernel = (list(args) + [None, None])[:2]
-        expect(uri, str, "kernelbrain.optimize's uri")
-        expect(kernel, str, "kernelbrain.optimize's kernel")
-        path = to_fs_path(uri) if uri else None
-        if not path or not kernel:
-            return {"started": False, "message": "kernelbrain.optimize takes [uri, kernel]"}
-        untrusted = ls.require_trust("optimizing")
-        if untrusted is not None:
-            ls.tell(untrusted, types.MessageType.Warning)
-            return {"started": False, "message": untrusted, "reason": "untrusted"}
-        doc = ls.open_document(uri)
-        try:
-            on_disk = Path(path).read_text(encoding="utf-8")
-        except OSError:
-            on_disk = None
-        if doc is not None and on_disk is not None and doc.source != on_disk:
-            msg = f"KernelBrain: save {Path(path).name} first: the search runs the file as saved."
-            ls.tell(msg, types.MessageType.Warning)
-            return {"started": False, "message": msg}
-        try:
-            find_task(path, kernel)
-        except TaskError as exc:
-            msg = f"KernelBrain cannot optimize `{kernel}`: {exc}"
-            ls.tell(msg, types.MessageType.Warning)
-            return {"started": False, "message": msg, "reason": exc.code}
-        s = ls.settings
-        request = p.OptimizeRequest(
-            file=path,
-            kernel=kernel,
-            budget_s=parse_duration(s.budget),
-            max_candidates=s.max_candidates,
-            device=s.device,
-            llm=s.llm_options() if s.llm else None,
-            memory=s.memory,
+async def optimize(ls: Session, *args):
+    """Start a search for a kernel in the engine agent, with work-done progress and cancel."""
+    uri, kernel = (list(args) + [None, None])[:2]
+    expect(uri, str, "kernelbrain.optimize's uri")
+    expect(kernel, str, "kernelbrain.optimize's kernel")
+    path = to_fs_path(uri) if uri else None
+    if not path or not kernel:
+        return {"started": False, "message": "kernelbrain.optimize takes [uri, kernel]"}
+    untrusted = ls.require_trust("optimizing")
+    if untrusted is not None:
+        ls.tell(untrusted, types.MessageType.Warning)
+        return {"started": False, "message": untrusted, "reason": "untrusted"}
+    doc = ls.open_document(uri)
+    try:
+        on_disk = Path(path).read_text(encoding="utf-8")
+    except OSError:
+        on_disk = None
+    if doc is not None and on_disk is not None and doc.source != on_disk:
+        msg = f"KernelBrain: save {Path(path).name} first: the search runs the file as saved."
+        ls.tell(msg, types.MessageType.Warning)
+        return {"started": False, "message": msg}
+    try:
+        find_task(path, kernel)
+    except TaskError as exc:
+        msg = f"KernelBrain cannot optimize `{kernel}`: {exc}"
+        ls.tell(msg, types.MessageType.Warning)
+        return {"started": False, "message": msg, "reason": exc.code}
+    s = ls.settings
+    request = p.OptimizeRequest(
+        file=path,
+        kernel=kernel,
+        budget_s=parse_duration(s.budget),
+        max_candidates=s.max_candidates,
+        device=s.device,
+        llm=s.llm_options() if s.llm else None,
+        memory=s.memory,
+    )
+    try:
+        info = await ls.engine.request(p.JOB_START, request, p.JobInfo)
+    except EngineUnavailable as exc:
+        msg = f"KernelBrain: the engine is unavailable: {exc}"
+        ls.tell(msg, types.MessageType.Error)
+        return {"started": False, "message": msg}
+    token = await begin_progress(
+        ls,
+        f"Optimizing {kernel}",
+        cancellable=True,
+        percentage=0,
+        message="queued" if info.state == "queued" else "starting",
+    )
+    ls.jobs.add(RunningJob(info, uri, kernel, token))
+    ls.refresh_lenses()
+    return {
+        "started": True,
+        "job": info.id,
+        "state": info.state,
+        "queuedBehind": info.queued_behind,
+    }
+
+
+async def cancel(ls: Session, *args):
+    job_id = args[0] if args else None
+    return await cancel_job(ls, expect(job_id, str, "kernelbrain.cancel's job id"))
+
+
+async def progress_cancel(ls: Session, params: types.WorkDoneProgressCancelParams):
+    job_id = ls.jobs.token_jobs.get(params.token)
+    if job_id is not None:
+        await cancel_job(ls, job_id)
+
+
+async def apply_variant(ls: Session, *args):
+    """Apply a verified variant as a versioned edit, unless its kernel changed since the search."""
+    uri, kernel, variant_id = (list(args) + [None] * 3)[:3]
+    path, current, offer = await ls.results.find_offer(uri, kernel, variant_id)
+    if not path or current is None:
+        return {"applied": False, "reason": "no such document"}
+    if offer is None:
+        msg = f"KernelBrain: variant {variant_id} of `{kernel}` is no longer available"
+        ls.tell(msg, types.MessageType.Warning)
+        return {"applied": False, "reason": msg}
+    if offer.stale:
+        msg = (
+            f"KernelBrain withdrew variant {variant_id[:8]} of `{kernel}`: {offer.rebased.reason}. "
+            "Run Optimize again on the current code."
         )
-        try:
-            info = await ls.engine.request(p.JOB_START, request, p.JobInfo)
-        except EngineUnavailable as exc:
-            msg = f"KernelBrain: the engine is unavailable: {exc}"
-            ls.tell(msg, types.MessageType.Error)
-            return {"started": False, "message": msg}
-        token = await begin_progress(
-            ls,
-            f"Optimizing {kernel}",
-            cancellable=True,
-            percentage=0,
-            message="queued" if info.state == "queued" else "starting",
+        ls.tell(msg, types.MessageType.Warning)
+        return {"applied": False, "reason": msg, "stale": True}
+    doc = ls.open_document(uri)
+    edit = types.WorkspaceEdit(
+        document_changes=[
+            types.TextDocumentEdit(
+                text_document=types.OptionalVersionedTextDocumentIdentifier(
+                    uri=uri, version=doc.version if doc else None
+                ),
+                edits=minimal_edits(current, offer.rebased.text),
+            )
+        ]
+    )
+    result = await ls.workspace_apply_edit_async(
+        types.ApplyWorkspaceEditParams(
+            edit=edit, label=f"KernelBrain: apply {kernel} variant {variant_id[:8]}"
         )
+    )
+    return {
+        "applied": bool(result and result.applied),
+        "variant": variant_id,
+        "reason": (result.failure_reason if result else None),
+    }
+
+
+async def init_harness(ls: Session, *args):
+    """Scaffold a harness (config entry and stubs) as one workspace edit the user can undo."""
+    uri, kernel = (list(args) + [None, None])[:2]
+    expect(uri, str, "kernelbrain.initHarness's uri")
+    expect(kernel, str, "kernelbrain.initHarness's kernel")
+    path = to_fs_path(uri)
+    try:
+        sc = plan(path, kernel)
+    except (TaskError, TypeError) as exc:
+        msg = f"KernelBrain cannot scaffold a harness for `{kernel}`: {exc}"
+        ls.tell(msg, types.MessageType.Warning)
+        return {"applied": False, "reason": msg}
+    applied = await apply_harness(
+        ls, kernel, sc.harness, sc.harness_text, sc.config, sc.config_text, sc.created_config
+    )
+    if applied:
+        ls.tell(
+            f"KernelBrain: created a harness for `{kernel}` in {sc.harness.name}: fill in the reference and "
+            "the input functions, then run Optimize."
+        )
+    return {"applied": applied, "harness": str(sc.harness), "config": str(sc.config)}
+
+
+async def draft_harness(ls: Session, *args):
+    """KB003's quick fix with the LLM: the engine has the LLM draft the reference and inputs
+    and checks the original against them (sandboxed); a harness that holds is offered as the
+    same workspace edit `initHarness` makes, with work-done progress while it drafts."""
+    uri, kernel = (list(args) + [None, None])[:2]
+    expect(uri, str, "kernelbrain.draftHarness's uri")
+    expect(kernel, str, "kernelbrain.draftHarness's kernel")
+    untrusted = ls.require_trust("drafting a harness")
+    if untrusted is not None:
+        ls.tell(untrusted, types.MessageType.Warning)
+        return {"applied": False, "reason": untrusted}
+    s = ls.settings
+    request = p.DraftHarnessRequest(to_fs_path(uri), kernel, s.device, s.llm_options())
+    token = await begin_progress(ls, f"Drafting a harness for {kernel} with the LLM")
+    try:
+        draft = await ls.engine.request(p.DRAFT_HARNESS, request, p.DraftHarnessResult)
+    except EngineUnavailable as exc:
+        draft = p.DraftHarnessResult(False, f"the engine is unavailable: {exc}")
+    finally:
         if token is not None:
-            ls.token_jobs[token] = info.id
-        ls.jobs[info.id] = RunningJob(info, uri, kernel, token)
-        ls.announce(ls.jobs[info.id])
-        ls.refresh_lenses()
-        return {
-            "started": True,
-            "job": info.id,
-            "state": info.state,
-            "queuedBehind": info.queued_behind,
-        }
-
-    @server.command(CANCEL_COMMAND)
-    async def cancel(ls, *args):
-        job_id = args[0] if args else None
-        return await cancel_job(ls, expect(job_id, str, "kernelbrain.cancel's job id"))
-
-    @server.feature(types.WINDOW_WORK_DONE_PROGRESS_CANCEL)
-    async def progress_cancel(ls, params: types.WorkDoneProgressCancelParams):
-        job_id = ls.token_jobs.get(params.token)
-        if job_id is not None:
-            await cancel_job(ls, job_id)
-
-    @server.command(APPLY_COMMAND)
-    async def apply_variant(ls, *args):
-        """Apply a verified variant as a versioned edit, unless its kernel changed since the search."""
-        uri, kernel, variant_id = (list(args) + [None] * 3)[:3]
-        path, current, offer = await ls.find_offer(uri, kernel, variant_id)
-        if not path or current is None:
-            return {"applied": False, "reason": "no such document"}
-        if offer is None:
-            msg = f"KernelBrain: variant {variant_id} of `{kernel}` is no longer available"
-            ls.tell(msg, types.MessageType.Warning)
-            return {"applied": False, "reason": msg}
-        if offer.stale:
-            msg = (
-                f"KernelBrain withdrew variant {variant_id[:8]} of `{kernel}`: {offer.rebased.reason}. "
-                "Run Optimize again on the current code."
-            )
-            ls.tell(msg, types.MessageType.Warning)
-            return {"applied": False, "reason": msg, "stale": True}
-        doc = ls.open_document(uri)
-        edit = types.WorkspaceEdit(
-            document_changes=[
-                types.TextDocumentEdit(
-                    text_document=types.OptionalVersionedTextDocumentIdentifier(
-                        uri=uri, version=doc.version if doc else None
-                    ),
-                    edits=minimal_edits(current, offer.rebased.text),
-                )
-            ]
+            ls.work_done_progress.end(token, types.WorkDoneProgressEnd())
+    if draft is None or not draft.held:
+        why = draft.message if draft is not None else "no answer from the engine"
+        msg = (
+            f"KernelBrain: no drafted harness for `{kernel}` held: {why}. The quick fix "
+            "`Create a task harness` writes stubs to fill in by hand."
         )
-        result = await ls.workspace_apply_edit_async(
-            types.ApplyWorkspaceEditParams(
-                edit=edit, label=f"KernelBrain: apply {kernel} variant {variant_id[:8]}"
-            )
+        ls.tell(msg, types.MessageType.Warning)
+        return {"applied": False, "reason": msg, "spent": draft.spent if draft else ""}
+    applied = await apply_harness(
+        ls,
+        kernel,
+        Path(draft.harness_path),
+        draft.harness_text,
+        Path(draft.config_path),
+        draft.config_text,
+        draft.created_config,
+    )
+    if applied:
+        ls.tell(
+            f"KernelBrain: a harness for `{kernel}` in {Path(draft.harness_path).name}, {draft.message}"
         )
-        return {
-            "applied": bool(result and result.applied),
-            "variant": variant_id,
-            "reason": (result.failure_reason if result else None),
-        }
+    return {
+        "applied": applied,
+        "harness": draft.harness_path,
+        "rounds": draft.rounds,
+        "spent": draft.spent,
+    }
 
-    @server.command(INIT_HARNESS_COMMAND)
-    async def init_harness(ls, *args):
-        """Scaffold a harness (config entry and stubs) as one workspace edit the user can undo."""
-        uri, kernel = (list(args) + [None, None])[:2]
-        expect(uri, str, "kernelbrain.initHarness's uri")
-        expect(kernel, str, "kernelbrain.initHarness's kernel")
-        path = to_fs_path(uri)
-        try:
-            sc = plan(path, kernel)
-        except (TaskError, TypeError) as exc:
-            msg = f"KernelBrain cannot scaffold a harness for `{kernel}`: {exc}"
-            ls.tell(msg, types.MessageType.Warning)
-            return {"applied": False, "reason": msg}
-        applied = await apply_harness(
-            ls, kernel, sc.harness, sc.harness_text, sc.config, sc.config_text, sc.created_config
-        )
-        if applied:
-            ls.tell(
-                f"KernelBrain: created a harness for `{kernel}` in {sc.harness.name}: fill in the reference and "
-                "the input functions, then run Optimize."
-            )
-        return {"applied": applied, "harness": str(sc.harness), "config": str(sc.config)}
 
-    @server.command(DRAFT_HARNESS_COMMAND)
-    async def draft_harness(ls, *args):
-        """KB003's quick fix with the LLM: the engine has the LLM draft the reference and inputs
-        and checks the original against them (sandboxed); a harness that holds is offered as the
-        same workspace edit `initHarness` makes, with work-done progress while it drafts."""
-        uri, kernel = (list(args) + [None, None])[:2]
-        expect(uri, str, "kernelbrain.draftHarness's uri")
-        expect(kernel, str, "kernelbrain.draftHarness's kernel")
-        untrusted = ls.require_trust("drafting a harness")
-        if untrusted is not None:
-            ls.tell(untrusted, types.MessageType.Warning)
-            return {"applied": False, "reason": untrusted}
-        s = ls.settings
-        request = p.DraftHarnessRequest(to_fs_path(uri), kernel, s.device, s.llm_options())
-        token = await begin_progress(ls, f"Drafting a harness for {kernel} with the LLM")
-        try:
-            draft = await ls.engine.request(p.DRAFT_HARNESS, request, p.DraftHarnessResult)
-        except EngineUnavailable as exc:
-            draft = p.DraftHarnessResult(False, f"the engine is unavailable: {exc}")
-        finally:
-            if token is not None:
-                ls.work_done_progress.end(token, types.WorkDoneProgressEnd())
-        if draft is None or not draft.held:
-            why = draft.message if draft is not None else "no answer from the engine"
-            msg = (
-                f"KernelBrain: no drafted harness for `{kernel}` held: {why}. The quick fix "
-                "`Create a task harness` writes stubs to fill in by hand."
-            )
-            ls.tell(msg, types.MessageType.Warning)
-            return {"applied": False, "reason": msg, "spent": draft.spent if draft else ""}
-        applied = await apply_harness(
-            ls,
-            kernel,
-            Path(draft.harness_path),
-            draft.harness_text,
-            Path(draft.config_path),
-            draft.config_text,
-            draft.created_config,
-        )
-        if applied:
-            ls.tell(
-                f"KernelBrain: a harness for `{kernel}` in {Path(draft.harness_path).name}, {draft.message}"
-            )
-        return {
-            "applied": applied,
-            "harness": draft.harness_path,
-            "rounds": draft.rounds,
-            "spent": draft.spent,
-        }
+def register(server) -> None:
+    server.command(OPTIMIZE_COMMAND)(optimize)
+    server.command(CANCEL_COMMAND)(cancel)
+    server.feature(types.WINDOW_WORK_DONE_PROGRESS_CANCEL)(progress_cancel)
+    server.command(APPLY_COMMAND)(apply_variant)
+    server.command(INIT_HARNESS_COMMAND)(init_harness)
+    server.command(DRAFT_HARNESS_COMMAND)(draft_harness)
 
 
 async def begin_progress(ls, title: str, **begin) -> str | None:
@@ -306,7 +310,7 @@ async def apply_harness(
 
 
 async def cancel_job(ls, job_id: str | None) -> dict:
-    if job_id is None or job_id not in ls.jobs:
+    if job_id is None or job_id not in ls.jobs.jobs:
         return {"cancelled": False, "reason": f"no job {job_id}"}
     try:
         info = await ls.engine.request(p.JOB_CANCEL, p.JobCancel(job_id), p.JobInfo)

@@ -7,6 +7,7 @@ from lsprotocol import types
 from kernelbrain.engine.api.analysis import Kernel
 
 from ..convert import Positions
+from ..shared import Session
 
 
 def kernel_markdown(kernel: Kernel, findings) -> str:
@@ -50,7 +51,7 @@ def dynamic_markdown(ls, path: str, kernel: Kernel, uri: str) -> str:
     from kernelbrain.engine.api.compiled_view import summary
 
     lines: list[str] = []
-    view = ls.compiled_for(uri)
+    view = ls.compiled.view(uri)
     if view is not None:
         for v in view.views:
             if v.kernel == kernel.name and v.specialisations:
@@ -66,10 +67,10 @@ def dynamic_markdown(ls, path: str, kernel: Kernel, uri: str) -> str:
                     summary(v),
                     "```",
                 ]
-    share = ls.profile_share(path, kernel.name)
+    share = ls.results.profile_share(path, kernel.name)
     if share:
         lines += ["", f"**Profile**: {share}"]
-    for job in ls.jobs.values():
+    for job in ls.jobs.jobs.values():
         if job.kernel == kernel.name and job.info.file == path:
             best = f", best {job.info.best_speedup:.2f}x" if job.info.best_speedup else ""
             lines += [
@@ -90,28 +91,30 @@ def dynamic_markdown(ls, path: str, kernel: Kernel, uri: str) -> str:
     return "\n".join(lines)
 
 
-def register(server) -> None:
-    @server.feature(types.TEXT_DOCUMENT_HOVER)
-    async def hover(ls, params: types.HoverParams) -> types.Hover | None:
-        uri = params.text_document.uri
-        state = ls.current(uri)
-        if state is None:
-            return None
-        await ls.stored_ready(uri)
-        pos = Positions(ls.open_document(uri))
-        line, col = pos.from_client(params.position)
-        for k in state.index.kernels:
-            spans = [k.name_span] + [
-                type(k.name_span)(s.span.line, s.span.col, s.span.line, s.span.col + len(k.name))
-                for s in k.launch_sites
-            ]
-            hit = next((s for s in spans if s.contains(line, col)), None)
-            if hit is not None:
-                text = kernel_markdown(k, ls.findings_for(state)) + dynamic_markdown(
-                    ls, state.path, k, uri
-                )
-                return types.Hover(
-                    contents=types.MarkupContent(kind=types.MarkupKind.Markdown, value=text),
-                    range=pos.range(hit),
-                )
+async def hover(ls: Session, params: types.HoverParams) -> types.Hover | None:
+    uri = params.text_document.uri
+    state = ls.current(uri)
+    if state is None:
         return None
+    await ls.results.ready(uri)
+    pos = Positions(ls.open_document(uri))
+    line, col = pos.from_client(params.position)
+    for k in state.index.kernels:
+        spans = [k.name_span] + [
+            type(k.name_span)(s.span.line, s.span.col, s.span.line, s.span.col + len(k.name))
+            for s in k.launch_sites
+        ]
+        hit = next((s for s in spans if s.contains(line, col)), None)
+        if hit is not None:
+            text = kernel_markdown(k, ls.findings_for(state)) + dynamic_markdown(
+                ls, state.path, k, uri
+            )
+            return types.Hover(
+                contents=types.MarkupContent(kind=types.MarkupKind.Markdown, value=text),
+                range=pos.range(hit),
+            )
+    return None
+
+
+def register(server) -> None:
+    server.feature(types.TEXT_DOCUMENT_HOVER)(hover)

@@ -90,7 +90,11 @@ async def test_optimize_preview_withdraw_apply_and_restart(workspace, tmp_path):
     texts = {uri: original}
     received = attach_apply_edit(client, texts)
     pushed: list = []  # the server pushes every change of a job: this test never polls
-    client.feature("kernelbrain/jobChanged")(pushed.append)
+
+    @client.feature("kernelbrain/jobChanged")
+    def job_changed(params):
+        pushed.append(params)
+
     lenses = await client.text_document_code_lens_async(
         types.CodeLensParams(text_document=doc(uri))
     )
