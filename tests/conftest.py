@@ -17,6 +17,15 @@ EXAMPLES = REPO / "examples"
 os.environ["KERNELBRAIN_MEMORY"] = "off"
 
 
+@pytest.fixture(scope="module")
+def pool():
+    """A worker pool for the module's tests (its workers start once, on first use)."""
+    from kernelbrain.engine.evaluate.pool import WorkerPool
+
+    with WorkerPool() as p:
+        yield p
+
+
 @pytest.fixture
 def examples_copy(tmp_path: Path) -> Path:
     """A private copy of examples/ so tests may edit files freely."""

@@ -10,9 +10,6 @@ from __future__ import annotations
 
 import textwrap
 
-import pytest
-
-from kernelbrain.engine.evaluate.pool import WorkerPool
 from kernelbrain.engine.evaluate.verify import run_harness, verify
 from kernelbrain.engine.task import find_task
 
@@ -24,12 +21,6 @@ KERNEL_LINE = "mask=offs < n) * 2"
 def scaled(factor: str) -> str:
     """The scale kernel multiplying by `factor` where the reference multiplies by 2."""
     return KERNEL.replace("FACTOR", "2").replace(KERNEL_LINE, f"mask=offs < n) * {factor}")
-
-
-@pytest.fixture(scope="module")
-def pool():
-    with WorkerPool() as p:
-        yield p
 
 
 def test_an_original_slightly_off_its_reference_stands_and_bounds_candidates(pool, tmp_path):

@@ -16,7 +16,6 @@ from pathlib import Path
 
 import pytest
 
-from kernelbrain.engine.evaluate.pool import WorkerPool
 from kernelbrain.engine.evaluate.verify import verify
 from kernelbrain.engine.mutate import MutationContext, load_mutators
 from kernelbrain.engine.rules import check_module
@@ -37,12 +36,6 @@ def corpus(tmp_path_factory) -> Path:
     ws = tmp_path_factory.mktemp("corpus") / "ws"
     shutil.copytree(CORPUS, ws, ignore=shutil.ignore_patterns("__pycache__", ".kernelbrain"))
     return ws
-
-
-@pytest.fixture(scope="module")
-def pool():
-    with WorkerPool() as p:
-        yield p
 
 
 def ids(task):

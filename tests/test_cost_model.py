@@ -303,7 +303,7 @@ def test_exponentials_per_element_bound_a_streaming_loop():
     """H200, cross_entropy 4096x32768 at 4 warps (bench/structure_probe.py): a per-lane running
     maximum (two exponentials per logit) took 122 us, a per-row one (one per logit) 86-95 us;
     same bytes."""
-    from .test_mutators import example, propose
+    from .mutate.helpers import example, propose
 
     task, source = example("cross_entropy")
     lane, block = propose("online-softmax", task, source)
@@ -347,7 +347,7 @@ def test_one_gathered_element_is_no_pass_over_the_row():
     """cross_entropy's online softmax streams each row once and loads the logit at the target
     outside the loop: one element, not a second pass (counted as one, and missing L2 at 138 MB
     resident, it doubled the estimate of 4-warp tilings that measured 83-91 us, run R)."""
-    from .test_mutators import example, propose
+    from .mutate.helpers import example, propose
 
     task, source = example("cross_entropy")
     assert kernel_shape(source, "cross_entropy_kernel", {"BLOCK_SIZE": 1024}).passes == {  # type: ignore[union-attr]
@@ -440,7 +440,7 @@ SOFTMAX = (EXAMPLES / "softmax.py").read_text()
 
 def _softmax_rewrite(name: str, which: int = 0) -> str:
     """The softmax example as one of the playbook's rewrites makes it (its `which` proposal)."""
-    from .test_mutators import example, propose
+    from .mutate.helpers import example, propose
 
     return propose(name, *example("softmax"))[which].source
 

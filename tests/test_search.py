@@ -22,12 +22,6 @@ from kernelbrain.engine.task import find_task
 from .conftest import EXAMPLES
 
 
-@pytest.fixture(scope="module")
-def pool():
-    with WorkerPool() as p:
-        yield p
-
-
 def workspace(tmp_path: Path) -> Path:
     shutil.copytree(
         EXAMPLES, tmp_path / "ws", ignore=shutil.ignore_patterns(".kernelbrain", "__pycache__")

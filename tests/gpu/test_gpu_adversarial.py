@@ -11,7 +11,6 @@ import pytest
 from kernelbrain.engine import protocol as m
 from kernelbrain.engine.api import facts
 from kernelbrain.engine.evaluate.ceilings import CeilingCache
-from kernelbrain.engine.evaluate.pool import WorkerPool
 from kernelbrain.engine.evaluate.verify import run_harness, time_ab, verify
 from kernelbrain.engine.evaluate.work_floor import WorkFloor
 from kernelbrain.engine.task import find_task
@@ -35,12 +34,6 @@ CACHED_BY_POINTER = edit(
 ZEROS_ABOVE_A_WIDTH = edit(
     (RETURN, "    if n_cols > 2048:\n        return torch.zeros_like(x)\n" + RETURN)
 )
-
-
-@pytest.fixture(scope="module")
-def pool():
-    with WorkerPool() as p:
-        yield p
 
 
 @pytest.fixture(scope="module")

@@ -6,7 +6,6 @@ import pytest
 
 from kernelbrain.engine import protocol as m
 from kernelbrain.engine.api import facts
-from kernelbrain.engine.evaluate.pool import WorkerPool
 from kernelbrain.engine.evaluate.verify import bench, run_harness, verify
 from kernelbrain.engine.task import find_task
 
@@ -14,12 +13,6 @@ from ..adversarial.attacks import AUTOTUNED, BASE, CORRECT, SOURCE
 from .slowdowns import EXAMPLES, identical_copy, illegal_address, slowed_softmax
 
 pytestmark = pytest.mark.gpu
-
-
-@pytest.fixture(scope="module")
-def pool():
-    with WorkerPool() as p:
-        yield p
 
 
 @pytest.mark.parametrize("op", ["gelu", "softmax", "rmsnorm", "col_sum", "cross_entropy", "matmul"])
