@@ -431,6 +431,33 @@ def judge_table() -> list[str]:
     return out + [""]
 
 
+def move_check_table() -> list[str]:
+    """Searches on the tree before a change that should not alter behaviour, and after it."""
+    out = []
+    for path in sorted(RESULTS.glob("move-check-*.json")):
+        r = json.loads(path.read_text())
+        out += [
+            f"### Before and after a layout change ({r['before_commit']} against "
+            f"{r['after_commit']}; {r['budget_s']} s searches, offline mutators, one H200)",
+            "",
+            "| kernel | tree | best (by) | × draft (geomean) | verified variants | candidates | "
+            "time to best | run |",
+            "|---|---|---|---|---|---|---|---|",
+        ]
+        for row in r["ops"]:
+            for tree in ("before", "after"):
+                t = row[tree]
+                best = f"{t['best']} ({cell(t['best_origin'])})" if t["best"] else "none faster"
+                out.append(
+                    f"| {row['op'] if tree == 'before' else ''} | {tree} | {best} | "
+                    f"{fmt(t['best_speedup'], '.3f')} | {len(t['variants'])} | {t['candidates']} | "
+                    f"{fmt(t['time_to_best_s'], '.0f') + ' s' if t['time_to_best_s'] else '–'} | "
+                    f"{r['run']} ({r['date']}) |"
+                )
+        out.append("")
+    return out
+
+
 def render() -> str:
     text = DOC.read_text(encoding="utf-8")
     head, rest = text.split(BEGIN, 1)
@@ -447,6 +474,7 @@ def render() -> str:
             *memory_table(),
             *ladder_table(),
             *judge_table(),
+            *move_check_table(),
         ]
     )
     return f"{head}{BEGIN}\n{tables}{END}{tail}"
