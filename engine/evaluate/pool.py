@@ -153,9 +153,8 @@ def classify_death(returncode: int | None, stderr: str) -> tuple[str, str]:
 # Every worker process is forked from this one thread, which lives as long as the engine: the
 # sandbox's --die-with-parent (PR_SET_PDEATHSIG) kills a child when the *thread* that forked it
 # ends, not the process. Forked from a search's short-lived threads (a background start, the
-# prewarm's and the compile batches' pools), workers were killed as those ended and the next
-# call started them again, at every search's start (an H200 machine starts four compile workers
-# in 35 s: bench/results/prewarm-probe-P1.json).
+# prewarm's and the compile batches' pools), workers would die as those end and every search
+# would start them again, which costs an H200 machine 35 s for four compile workers.
 _SPAWNER = ThreadPoolExecutor(max_workers=1, thread_name_prefix="kb-worker-spawner")
 
 

@@ -1,4 +1,5 @@
-"""Candidate generators: configuration space, structural playbook rewrites (and, later, LLM)."""
+"""Candidate generators: the configuration space and the structural playbook rewrites, one module
+each, registered by their `@mutator` decorator (the LLM mutator is `engine/llm`)."""
 
 from __future__ import annotations
 
@@ -11,12 +12,12 @@ _loaded = False
 
 
 def load_mutators() -> dict[str, Mutator]:
-    """Import every mutator module of this package once; each registers itself."""
+    """Import every module of this package once: each mutator registers itself, and the shared
+    helpers (edits, data flow) define nothing that runs, so no list of exceptions is kept."""
     global _loaded
     if not _loaded:
         for info in pkgutil.iter_modules(__path__):
-            if info.name not in ("base", "edits", "dataflow"):
-                importlib.import_module(f"{__name__}.{info.name}")
+            importlib.import_module(f"{__name__}.{info.name}")
         _loaded = True
     return MUTATORS
 

@@ -212,7 +212,8 @@ class Search:
         """Before the first generation, the replayed winners of similar kernels alone through the
         ladder: verified in the time of one candidate instead of a whole generation's, and
         expanded by the first generation like any other variant. Mixed into the first generation,
-        they waited for its compile rung and the memory saved nothing (BENCHMARKS.md, memory)."""
+        they would wait for its compile rung and the memory would save nothing (BENCHMARKS.md,
+        memory)."""
         replayed = self.experience.replays(set(self.population.nodes), self.llm_step)
         if replayed:
             self._emit("rung", "replaying what won on similar kernels")
