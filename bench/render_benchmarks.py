@@ -440,7 +440,7 @@ def move_check_table() -> list[str]:
             f"### Before and after a layout change ({r['before_commit']} against "
             f"{r['after_commit']}; {r['budget_s']} s searches, offline mutators, one H200)",
             "",
-            "| kernel | tree | best (by) | × draft (geomean) | verified variants | candidates | "
+            "| kernel | tree | best (by) | × draft (geomean) | verified variants | compiled | "
             "time to best | run |",
             "|---|---|---|---|---|---|---|---|",
         ]
@@ -450,11 +450,15 @@ def move_check_table() -> list[str]:
                 best = f"{t['best']} ({cell(t['best_origin'])})" if t["best"] else "none faster"
                 out.append(
                     f"| {row['op'] if tree == 'before' else ''} | {tree} | {best} | "
-                    f"{fmt(t['best_speedup'], '.3f')} | {len(t['variants'])} | {t['candidates']} | "
+                    f"{fmt(t['best_speedup'], '.3f')} | {len(t['variants'])} | {t['compiled']} | "
                     f"{fmt(t['time_to_best_s'], '.0f') + ' s' if t['time_to_best_s'] else '–'} | "
                     f"{r['run']} ({r['date']}) |"
                 )
-        out.append("")
+        out += [
+            "",
+            "Order: " + "; ".join(f"{row['op']}: {row['order']}" for row in r["ops"]) + ".",
+            "",
+        ]
     return out
 
 
