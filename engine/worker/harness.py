@@ -41,7 +41,7 @@ from .loader import ModuleLoader
 from .oracle import ORACLE_SCALES, AccuracyOracle
 from .original import OriginalBehaviour
 from .runs import Caller, LocalRunner, RemoteRunner, Run, compact_runs, written_bytes
-from .stages import check_determinism, stage_inputs
+from .stages import check_determinism, stage_inputs, unchecked
 from .task_modules import TaskModules, load_modules
 
 # Arguments sent to the runner per round trip: the CPU stages' small cases travel in one batch
@@ -342,7 +342,7 @@ class Harness:
             self.stage_results,
             self.cases,
             output_bytes=self.output_bytes,
-            notes=list(self.oracle.notes),
+            notes=list(self.oracle.notes) + unchecked(self.req),
         ), False
 
     def _failed(self, stage: str, f: HarnessFailure) -> HarnessResult:

@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Callable
 
 from ..api.facts import CaseResult
+from ..protocol import RunHarness
 from ..task.spec import Task
 from . import shapes
 from .cases import CaseSource, stage_seed
@@ -91,3 +92,16 @@ def check_determinism(runs: list, args, call_original: Callable[[tuple], object]
         "deterministic",
         case,
     )
+
+
+def unchecked(req: RunHarness) -> list[str]:
+    """What a verdict on a candidate did not see: off a GPU the stages run the small inputs and
+    sizes made from them, never the benchmark cases, so code that branches on larger sizes is
+    unjudged there (a candidate gated on the benchmark shapes passes on the CPU)."""
+    if req.full_cases or req.candidate is None or "sweep" not in req.stages:
+        return []
+    return [
+        "the benchmark cases themselves were not run (off a GPU the stages check the small "
+        "inputs and sizes made from them): code that branches on larger sizes is verified "
+        "only on a GPU"
+    ]
