@@ -445,11 +445,11 @@ def move_check_table() -> list[str]:
             "|---|---|---|---|---|---|---|---|",
         ]
         for row in r["ops"]:
-            for tree in ("before", "after"):
+            for tree in [t for t in ("before", "after") if t in row]:
                 t = row[tree]
                 best = f"{t['best']} ({cell(t['best_origin'])})" if t["best"] else "none faster"
                 out.append(
-                    f"| {row['op'] if tree == 'before' else ''} | {tree} | {best} | "
+                    f"| {row['op'] if tree == 'before' or 'before' not in row else ''} | {tree} | {best} | "
                     f"{fmt(t['best_speedup'], '.3f')} | {len(t['variants'])} | {t['compiled']} | "
                     f"{fmt(t['time_to_best_s'], '.0f') + ' s' if t['time_to_best_s'] else '–'} | "
                     f"{r['run']} ({r['date']}) |"
