@@ -56,6 +56,8 @@ def test_the_corpus_covers_what_real_projects_write():
         "gradient-writing forward": "HAS_GRAD",
         "**kwargs launch": "**LAUNCH",
         "static method entry": "@staticmethod",
+        "results written into arguments, by a reference that writes its copies": "output.copy_(",
+        "a state updated in place": "tl.store(state_ptr",
     }
     for shape, mark in shapes.items():
         assert any(mark in t for t in text.values()), shape

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -41,6 +42,24 @@ def test_every_example_passes_its_own_harness_on_cpu():
                 "edge",
             ]
             assert all(s.cases > 0 for s in result.stages), path.name
+
+
+@pytest.mark.slow
+def test_verify_of_a_hanging_candidate_ends_within_a_minute_by_default(tmp_path):
+    """No --timeout: the per-call timeout follows from the original's own check (a floor plus a
+    multiple of its stages), so a candidate that hangs ends in seconds, not in the constant
+    default's ten minutes, and the message says where the figure comes from."""
+    hang = tmp_path / "hang.py"
+    hang.write_text(ATTACKS["infinite loop"].source)
+    start = time.monotonic()
+    proc = cli(
+        "verify", f"{BASE}::softmax_kernel", "--candidate", str(hang), "--json", "--device", "cpu"
+    )
+    wall = time.monotonic() - start
+    report = json.loads(proc.stdout)
+    assert proc.returncode == 1 and report["reason"] == "timeout", proc.stdout[-2000:]
+    assert "the original's own check took" in report["message"] and "--timeout" in report["message"]
+    assert wall < 60, f"{wall:.0f} s"
 
 
 def test_verify_json_accepted_and_rejected(tmp_path):

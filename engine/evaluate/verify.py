@@ -24,6 +24,12 @@ from .work_floor import WorkFloor, held_to_floor
 
 # Per-call limits. The interpreter runs everything on the CPU (~1 s per 1,024 programs).
 HARNESS_TIMEOUT_S = {"cpu": 600.0, "gpu": 300.0}
+# A candidate's harness call may take this many times the original's own stages, plus a floor for
+# what the stages do not count (importing the candidate, on a GPU compiling it): a candidate that
+# hangs then ends in seconds. The softmax example's five stages take about 3 s on the CPU
+# interpreter, so its candidates get 15 + 3 x 3 = 24 s.
+CANDIDATE_TIME_FACTOR = 3.0
+CANDIDATE_TIMEOUT_FLOOR_S = {"cpu": 15.0, "gpu": 60.0}
 TIMING_TIMEOUT_S = 600.0
 
 
@@ -46,6 +52,32 @@ class VerifyReport(msgspec.Struct):
 
 def harness_timeout(device: str) -> float:
     return HARNESS_TIMEOUT_S["gpu" if is_gpu(device) else "cpu"]
+
+
+def calibrated_timeout(original: facts.HarnessResult, device: str) -> float | None:
+    """The per-call timeout for a candidate of a task whose original checked itself as
+    `original`; None when that check failed (the constant default holds)."""
+    if not original.accepted:
+        return None
+    stages = sum(s.seconds for s in original.stages)
+    kind = "gpu" if is_gpu(device) else "cpu"
+    return CANDIDATE_TIMEOUT_FLOOR_S[kind] + CANDIDATE_TIME_FACTOR * stages
+
+
+def default_timeout(
+    pool: WorkerPool, task: Task, device: str, seed: int, on_progress
+) -> tuple[float | None, str]:
+    """A candidate's per-call timeout from the original's own check (`calibrated_timeout`),
+    and the words that explain it in a timeout's message; (None, "") when the original fails."""
+    original_check = run_harness(pool, task, None, device, seed, on_progress)
+    timeout_s = calibrated_timeout(original_check, device)
+    if timeout_s is None:
+        return None, ""
+    stages = sum(s.seconds for s in original_check.stages)
+    return timeout_s, (
+        f" (the original's own check took {stages:.1f} s of stages, so a candidate gets "
+        f"{timeout_s:.0f} s; --timeout sets it)"
+    )
 
 
 def run_harness(
@@ -145,7 +177,12 @@ def verify(
             message=rejection.message,
             line=rejection.line,
         )
+    why_timeout = ""
+    if timeout_s is None:
+        timeout_s, why_timeout = default_timeout(pool, task, device, seed, on_progress)
     result = run_harness(pool, task, source, device, seed, on_progress, timeout_s)
+    if result.reason == "timeout":
+        result.message += why_timeout
     report = VerifyReport(
         **base,
         accepted=result.accepted,
@@ -160,43 +197,33 @@ def verify(
     if result.accepted and timing and is_gpu(device):
         if ceilings is None:
             ceilings = CeilingCache().get_or_measure(pool, device)
-        floor = WorkFloor.of(result, ceilings)
-        try:
-            answer = held_to_floor(
-                time_ab(
-                    pool,
-                    device,
-                    m.TimeAB(task, source, cid, rep_ms=rep_ms, seed=seed),
-                    on_progress,
-                ),
-                floor,
-            )
-        except WorkerDied as d:
-            report.accepted, report.stage, report.reason, report.message = (
-                False,
-                "timing",
-                d.kind,
-                d.message,
-            )
-            return report
-        if isinstance(answer, facts.WorkerError):
-            report.accepted, report.stage, report.reason, report.message = (
-                False,
-                "timing",
-                answer.reason,
-                answer.message,
-            )
-        elif answer.rejection is not None:
-            report.timing = answer
-            report.accepted, report.stage, report.reason, report.message = (
-                False,
-                "timing",
-                answer.rejection.reason,
-                answer.rejection.message,
-            )
-        else:
-            report.timing = answer
+        request = m.TimeAB(task, source, cid, rep_ms=rep_ms, seed=seed)
+        time_verified(pool, device, request, WorkFloor.of(result, ceilings), report, on_progress)
     return report
+
+
+def time_verified(
+    pool: WorkerPool, device: str, request: m.TimeAB, floor, report: VerifyReport, on_progress
+) -> None:
+    """Time a verified candidate against the original into `report`: a worker that dies, an
+    error or a timing held to the engine's clock or the work floor rejects it at "timing"."""
+    try:
+        answer = held_to_floor(time_ab(pool, device, request, on_progress), floor)
+    except WorkerDied as d:
+        report.accepted, report.stage, report.reason, report.message = (
+            False, "timing", d.kind, d.message,
+        )  # fmt: skip
+        return
+    if isinstance(answer, facts.WorkerError):
+        report.accepted, report.stage, report.reason, report.message = (
+            False, "timing", answer.reason, answer.message,
+        )  # fmt: skip
+        return
+    report.timing = answer
+    if answer.rejection is not None:
+        report.accepted, report.stage, report.reason, report.message = (
+            False, "timing", answer.rejection.reason, answer.rejection.message,
+        )  # fmt: skip
 
 
 def bench(

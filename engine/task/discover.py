@@ -299,6 +299,14 @@ def _validate(spec: TaskSpec, path: Path, tree: ast.Module, index, config: Path)
             f"`{entry}({', '.join(e_params)})`: the engine calls both with each input tuple",
             "signature-mismatch",
         )
+    for name in spec.outputs or ():
+        if name != "return" and name not in e_params:
+            raise TaskError(
+                f"{_rel(config)}: task for `{spec.kernel}` names `{name}` in `outputs`, which is "
+                f'not an argument of `{entry}({", ".join(e_params)})` ("return" stands for '
+                "its returned value)",
+                "outputs-not-arguments",
+            )
     in_path, in_name = _resolve_ref(spec.inputs, path, root)
     _require_function(in_path, in_name, "inputs")
     small = None
@@ -321,6 +329,7 @@ def _validate(spec: TaskSpec, path: Path, tree: ast.Module, index, config: Path)
         shapes=spec.shapes,
         config=str(config),
         root=str(root),
+        outputs=spec.outputs,
     )
 
 

@@ -55,16 +55,41 @@ def _entry_for(path: Path, kernel: str) -> tuple[str, str]:
         )
     name = entries[0]
     _, fn, bound = reach.resolve(tree, name)  # type: ignore[misc]
+    returns = _returns_value(fn)
     args = copy.deepcopy(fn.args)
     if bound:
         if args.posonlyargs:
             args.posonlyargs = args.posonlyargs[1:]
         elif args.args:
             args.args = args.args[1:]
-    return name, ast.unparse(args)
+    return name, ast.unparse(args), returns
 
 
-def _stub_source(rel_file: str, kernel: str, name: str, args: str, harness_name: str) -> str:
+def _returns_value(fn: ast.AST) -> bool:
+    """Whether the function itself (not a function nested in it) returns a value."""
+    stack = list(ast.iter_child_nodes(fn))
+    while stack:
+        node = stack.pop()
+        if isinstance(node, ast.Return) and node.value is not None:
+            return True
+        if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)):
+            stack.extend(ast.iter_child_nodes(node))
+    return False
+
+
+def _reference_doc(name: str, returns: bool) -> str:
+    if returns:
+        return f"Same arguments as `{name}`; the expected result, computed in PyTorch."
+    return (
+        f"Same arguments as `{name}`, which returns nothing: write the expected results into\n"
+        f"    this call's copies of the arguments `{name}` writes (`out.copy_(...)`), or return\n"
+        '    them and name them in the task (`outputs = ["out"]`; docs/harness.md).'
+    )
+
+
+def _stub_source(
+    rel_file: str, kernel: str, name: str, args: str, harness_name: str, returns: bool = True
+) -> str:
     msg = f"{STUB_MARK}: fill in `{{fn}}` in {harness_name} ({{what}})"
     return f'''"""KernelBrain harness for {rel_file}::{kernel}: fill in the three functions below.
 
@@ -76,7 +101,7 @@ import torch
 
 
 def {name}_reference({args}):
-    """Same arguments as `{name}`; the expected result, computed in PyTorch."""
+    """{_reference_doc(name, returns)}"""
     raise NotImplementedError("{msg.format(fn=name + "_reference", what="a PyTorch reference for " + name)}")
 
 
@@ -101,7 +126,7 @@ def plan(file: str | Path, kernel: str) -> Scaffold:
             raise
     else:
         raise TaskError(f"{path.name}::{kernel} already has a harness", "exists")
-    entry, args = _entry_for(path, kernel)
+    entry, args, returns = _entry_for(path, kernel)
     config = next((c for c in config_files(path) if c.name == "kernelbrain.toml"), None)
     created = config is None
     if config is None:
@@ -133,7 +158,7 @@ def plan(file: str | Path, kernel: str) -> Scaffold:
         entry,
         created,
         existing.rstrip("\n") + "\n" + block,
-        _stub_source(rel_file, kernel, entry, args, harness.name),
+        _stub_source(rel_file, kernel, entry, args, harness.name, returns),
     )
 
 

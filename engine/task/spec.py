@@ -18,6 +18,7 @@ class TaskSpec(msgspec.Struct, forbid_unknown_fields=True):
     atol: float | None = None
     device: str | None = None
     shapes: list[str] | None = None
+    outputs: list[str] | None = None  # what the reference returns: launcher arguments, "return"
 
 
 class Task(msgspec.Struct, frozen=True):
@@ -41,6 +42,8 @@ class Task(msgspec.Struct, frozen=True):
     device: str | None = None
     shapes: list[str] | None = None
     config: str | None = None  # the config file it came from, if any
+    # Results written into arguments that the reference returns, in its order (`results.py`).
+    outputs: list[str] | None = None
     root: str | None = None  # directory added to sys.path in workers (the config's folder)
 
 

@@ -11,6 +11,7 @@ import torch
 
 from ..index import parse_module
 from ..task.spec import Task
+from .audit import AuditMode
 from .failures import HarnessFailure, classify_exception
 
 # The CPU interpreter runs ~1 s per 1,024 programs: above this many input elements a case is
@@ -63,7 +64,11 @@ class CaseSource:
         device = device or self.device
         torch.manual_seed(seed)
         try:
-            cases = fn(device=device) if accepts_device(fn) else fn()
+            # Uninitialised buffers (an `out` from `torch.empty`) hold the audit's NaN: a write
+            # into one always shows, and one never made is named as such. Left as they come,
+            # they may hold an earlier run's answer in memory the allocator hands out again.
+            with AuditMode():
+                cases = fn(device=device) if accepts_device(fn) else fn()
         except Exception as exc:
             reason, _ = classify_exception(exc)
             raise HarnessFailure(

@@ -56,9 +56,18 @@ def tolerance(
     return (rtol if rtol is not None else r) * scale, (atol if atol is not None else t) * scale
 
 
+class Results(dict):
+    """What one call produced, by name: its returned value and each argument it writes
+    (`results.py`). `flatten` names the leaves by these keys, so a mismatch says which result
+    it is ("argument `out`: ...")."""
+
+
 def flatten(x, path="out"):
     """(path, leaf) for every value of a nested output, in a stable order."""
-    if isinstance(x, (tuple, list)):
+    if isinstance(x, Results):
+        for k in sorted(x):
+            yield from flatten(x[k], k)
+    elif isinstance(x, (tuple, list)):
         for i, item in enumerate(x):
             yield from flatten(item, f"{path}[{i}]")
     elif isinstance(x, dict):
@@ -108,6 +117,7 @@ def compare(
                 rtol or 1e-4
             ) * scale * abs(w):
                 return Mismatch("mismatch", f"{path}: {gv!r} != {w!r}")
+            total.elements += 1
         elif g != w and not (g is None and w is None):
             return Mismatch("mismatch", f"{path}: {g!r} != {w!r}")
     return total

@@ -24,7 +24,7 @@ from __future__ import annotations
 import os
 import time
 from pathlib import Path
-from typing import Callable, NamedTuple
+from typing import Callable
 
 import torch
 
@@ -33,13 +33,15 @@ from ..protocol import CandidateRun, CandidateRuns, NeedRuns, RunCandidate, RunH
 from . import shapes
 from . import values as wire
 from .autotune_choice import AutotuneChoice
+from .case_judge import CaseJudge, PreparedCase
 from .cases import CaseSource
-from .compare import compare
 from .failures import FatalDeviceError, HarnessFailure
 from .jit_clock import CLOCK
+from .left_out import ORIGINAL, REFERENCE, LeftOut
 from .loader import ModuleLoader
-from .oracle import ORACLE_SCALES, AccuracyOracle
+from .oracle import AccuracyOracle
 from .original import OriginalBehaviour
+from .results import ResultNames
 from .runs import Caller, LocalRunner, RemoteRunner, Run, compact_runs, written_bytes
 from .stages import check_determinism, stage_inputs, unchecked
 from .task_modules import TaskModules, load_modules
@@ -47,17 +49,6 @@ from .task_modules import TaskModules, load_modules
 # Arguments sent to the runner per round trip: the CPU stages' small cases travel in one batch
 # each, a GPU sweep's benchmark cases one or two at a time (host memory stays bounded).
 BATCH_BYTES = 64 << 20
-
-
-class PreparedCase(NamedTuple):
-    """A case as the judge holds it while the candidate runs it."""
-
-    label: str
-    args: tuple
-    desc: str
-    expected: object
-    original_out: object
-    scale: float
 
 
 class Harness:
@@ -86,7 +77,7 @@ class Harness:
         self.call = Caller(device, self.interpreter)
         self.cases: list[CaseResult] = []
         self.stage_results: list[StageResult] = []
-        self.skipped = 0
+        self.skipped = LeftOut()
         self.output_bytes: dict[str, int] = {}  # the reference's, per benchmark case's timing label
         self.oracle = AccuracyOracle(self.task.rtol, self.task.atol)
         self.original = OriginalBehaviour(self._run_original)
@@ -95,10 +86,19 @@ class Harness:
         self.modules: TaskModules | None = None
         self.inputs: CaseSource | None = None
         self.runner: LocalRunner | RemoteRunner | None = None
+        self.verdict: CaseJudge | None = None  # made when the task is loaded
 
     def load(self) -> None:
         """Import the task (never the candidate in the judge) and get its runner ready."""
         self.modules = m = load_modules(self.req, self.device, self.loader, self.judging)
+        self.verdict = CaseJudge(
+            self.task,
+            self.req.candidate is not None,
+            self.original,
+            self.oracle,
+            ResultNames(m.original_entry, self.task.outputs),
+            self.cases,
+        )
         source = self.req.candidate or Path(self.task.file).read_text(encoding="utf-8")
         self.inputs = CaseSource(
             self.task, m.inputs_fn, m.small_fn, self.device, self.req.seed, source, self.interpreter
@@ -121,14 +121,6 @@ class Harness:
         )
         return runner.once(args)
 
-    def try_original(self, args):
-        try:
-            return self.call(self.modules.original_entry, args, "original"), None
-        except FatalDeviceError:
-            raise
-        except HarnessFailure as f:
-            return None, f
-
     def stage_inputs(self, stage: str):
         """Every input of a stage, as (label, args, check options) (`stages.stage_inputs`)."""
         return stage_inputs(self.inputs, self.task, stage, self.req.seed, self.req.full_cases)
@@ -144,50 +136,63 @@ class Harness:
         timing_label: str | None = None,
         derived: bool = False,
     ) -> PreparedCase | None:
-        """The judge's half of a case before the candidate runs: the reference's output and the
-        original's; None when the case is skipped (the reference or the original refuses it).
-        A `derived` case (a size the sweep made up) is skipped when the reference refuses it:
+        """The judge's half of a case before the candidate runs: the reference's answer; None
+        when the case is left out (the reference or the original refuses it; `left_out.py`).
+        A `derived` case (a size the sweep made up) is left out when the reference refuses it:
         the reference defines the op's domain, and sizes tied across arguments in ways the
         sweep cannot see (RoPE's `cos` at half the head size) fall outside it.
         A benchmark case (`timing_label`) also records the bytes the reference's outputs take:
         what any timed run of the case must write (`work_floor.py`)."""
         desc = shapes.describe(args)
-        original_out = self.original.baseline(args) if self.req.candidate is not None else None
+        if self.req.candidate is not None:
+            self.original.baseline(args)  # what the original writes, before the reference's answer
+        ref_args = shapes.clone_args(args)
         try:
-            expected = self.call(self.modules.reference, args, "reference")
+            ref_out = self.call(self.modules.reference, ref_args, "reference", clone=False)
         except HarnessFailure as f:
             if (derived or stage in ("stability", "edge")) and f.reason == "harness-error":
-                self.skipped += 1  # the reference itself does not take this variant
+                self.skipped.add(REFERENCE, f"{stage} stage, {label} ({desc})", f.message)
                 return None
             raise
+        derived = derived or stage in ("stability", "edge")
+        case = PreparedCase(label, args, desc, ref_out, tuple(ref_args), scale, derived)
+        expected = self.verdict.expected(case)
         if timing_label is not None:
-            self.output_bytes[timing_label] = written_bytes(expected, self.original.baseline(args))
+            baseline = self.original.baseline(args)
+            self.output_bytes[timing_label] = written_bytes(
+                expected, self.verdict.names.of_call(baseline.output, baseline.args_after, expected)
+            )
         if only_if_original_ok:
-            orig_out, orig_err = self.try_original(args)
-            if (
-                orig_err is not None
-                or not compare(orig_out, expected, self.task.rtol, self.task.atol, scale).ok
-            ):
-                self.skipped += 1  # the original does not accept this variant either
+            why = self.verdict.original_failure(case)
+            if why is not None:
+                self.skipped.add(ORIGINAL, f"{stage} stage, {label} ({desc})", why)
                 return None
-        return PreparedCase(label, args, desc, expected, original_out, scale)
+        return case
 
     def judge(self, stage: str, cases: list[PreparedCase]) -> None:
         """Run the candidate on the cases (one batch) and judge each run; raise HarnessFailure
-        at the first wrong one."""
-        turns = [self.turn() for _ in cases]
-        for case, runs in zip(cases, self.runner.run_many([c.args for c in cases], 1, turns)):
-            for run in runs:
-                self.check_run(
-                    stage,
-                    case.label,
-                    case.args,
-                    case.desc,
-                    case.expected,
-                    case.original_out,
-                    case.scale,
-                    run,
-                )
+        at the first wrong one, unless that case is made up and the original fails it too: it
+        is then left out (`left_out.py`) and the rest of the batch goes on."""
+        while cases:
+            turns = [self.turn() for _ in cases]
+            done = 0
+            try:
+                for case, runs in zip(
+                    cases, self.runner.run_many([c.args for c in cases], 1, turns)
+                ):
+                    for run in runs:
+                        self.verdict.check_run(stage, case, run)
+                    done += 1
+                return
+            except FatalDeviceError:
+                raise
+            except HarnessFailure:
+                failed = cases[done]
+                why = self.verdict.original_failure(failed) if failed.derived else None
+                if why is None:
+                    raise
+                self.skipped.add(ORIGINAL, f"{stage} stage, {failed.label} ({failed.desc})", why)
+                cases = cases[done + 1 :]
 
     def turn(self) -> int | None:
         """The interpreter's configuration for the next case (None on a GPU: all of them)."""
@@ -195,77 +200,6 @@ class Harness:
             return None
         self._next_config += 1
         return self._next_config - 1
-
-    def original_disagrees(self, args, expected, scale: float) -> bool:
-        """Whether the original's output differs from the reference's in structure (count of
-        values, types or shapes) on these inputs."""
-        if self.req.candidate is None:
-            return True  # the output checked is the original's
-        out, err = self.try_original(args)
-        if err is not None:
-            return False
-        verdict = compare(out, expected, self.task.rtol, self.task.atol, scale)
-        return not verdict.ok and verdict.reason in ("shape", "type")
-
-    def check_run(
-        self, stage: str, label: str, args, desc: str, expected, original_out, scale: float, run
-    ) -> None:
-        out = run.output
-        if run.config:
-            desc += f" with autotune config {run.config}"
-        if self.req.candidate is not None:
-            self.original.check(desc, args, run)
-        result = compare(
-            out, expected, self.task.rtol, self.task.atol, scale, check_dtype_of=original_out
-        )
-        note = ""
-        if not result.ok and result.reason == "mismatch" and self.req.candidate is None:
-            result = self.oracle.judge_original(out, expected, scale, stage, label) or result
-        elif not result.ok and result.reason == "mismatch":
-            orig_out, orig_err = self.try_original(args)
-            if orig_err is None:
-                result, note = self.oracle.judge_candidate(out, orig_out, expected, scale) or (
-                    result,
-                    "",
-                )
-        case = CaseResult(
-            stage,
-            f"{label}: {desc}",
-            result.ok,
-            result.reason,
-            result.message + note,
-            result.max_abs_err,
-            result.max_rel_err,
-            result.mismatched,
-            result.elements,
-        )
-        self.cases.append(case)
-        if (
-            not result.ok
-            and result.reason in ("shape", "type")
-            and self.original_disagrees(args, expected, scale)
-        ):
-            # The original and the reference return different structures: values may be wrong
-            # in either, but a structure they disagree on is the harness's to fix.
-            raise HarnessFailure(
-                "harness-error",
-                f"{stage} stage, {label} ({desc}): the kernel's entry and the harness's "
-                f"reference return different outputs ({result.message}): check that the "
-                "reference computes what the entry returns",
-                case,
-            )
-        if not result.ok:
-            bound = (
-                f" (further off the reference than the accuracy oracle allows: "
-                f"{ORACLE_SCALES[-1]:g}x the tolerance, or bf16's where that is wider)"
-                if self.req.candidate is None and result.reason == "mismatch"
-                else ""
-            )
-            raise HarnessFailure(
-                result.reason or "mismatch",
-                f"{stage} stage, {label} ({desc}): {result.message}{bound}",
-                case,
-            )
 
     def check_all(self, stage: str) -> int:
         """Every input of a stage, the candidate's runs sent in batches of about BATCH_BYTES
@@ -289,12 +223,16 @@ class Harness:
     def check_determinism(self) -> int:
         [(_, args, _)] = self.stage_inputs("determinism")
         runs = self.runner.run(args, 3, self.turn())
+        if self.req.candidate is None:
+            for run in runs:
+                self.original.learn(args, run)
+
+        def results(run: Run):
+            written = [run.args_after[i] for i in sorted(self.original.writes)]
+            return (run.output, written)
+
         try:
-            self.cases.append(
-                check_determinism(
-                    runs, args, lambda a: self.call(self.modules.original_entry, a, "original")
-                )
-            )
+            self.cases.append(check_determinism(runs, args, self._run_original, results))
         except HarnessFailure as f:
             self.cases.append(f.case)
             raise
@@ -312,7 +250,7 @@ class Harness:
         with self.choice:
             for stage in self.req.stages:
                 self.progress(stage, "")
-                before, t0, jit0 = self.skipped, time.perf_counter(), CLOCK.seconds
+                before, t0, jit0 = self.skipped.count, time.perf_counter(), CLOCK.seconds
                 try:
                     n = (
                         self.check_determinism()
@@ -328,11 +266,14 @@ class Harness:
                         stage,
                         True,
                         n,
-                        self.skipped - before,
+                        self.skipped.count - before,
                         seconds=time.perf_counter() - t0,
                         jit_seconds=CLOCK.seconds - jit0,
                     )
                 )
+        empty = self.compared_nothing()
+        if empty is not None:
+            return self._failed(self.stage_results[-1].name, empty), False
         passed = ", ".join(f"{s.name} ({s.cases})" for s in self.stage_results)
         return HarnessResult(
             True,
@@ -342,8 +283,21 @@ class Harness:
             self.stage_results,
             self.cases,
             output_bytes=self.output_bytes,
-            notes=list(self.oracle.notes) + unchecked(self.req),
+            notes=list(self.oracle.notes) + self.skipped.notes() + unchecked(self.req),
         ), False
+
+    def compared_nothing(self) -> HarnessFailure | None:
+        """A run of the value stages whose comparisons held no element: a verification that
+        compares nothing is a harness error, never a pass."""
+        if not {"smoke", "sweep"} & set(self.req.stages) or any(c.elements for c in self.cases):
+            return None
+        return HarnessFailure(
+            "harness-error",
+            "no element of any result was compared: the entry returns nothing and writes no "
+            "argument the reference accounts for (or the reference returns nothing). Have the "
+            "reference return or write what the launcher produces; results in arguments are "
+            "named with the task's `outputs` (docs/harness.md)",
+        )
 
     def _failed(self, stage: str, f: HarnessFailure) -> HarnessResult:
         self.stage_results.append(StageResult(stage, False, message=f.message))

@@ -1,8 +1,9 @@
 """What the original does, that a candidate may then do too.
 
 A candidate may compute with PyTorch outside its kernels, return without launching a Triton
-kernel, change its input arguments or return an argument's storage only where the original
-does the same. What the original does can depend on the case (a branch on the size, an early
+kernel, change an argument or return an argument's storage only where the original does the
+same. The arguments the original changes are its results (`results.py`): the judge compares
+them, in the candidate's calls, with the reference's. What the original does can depend on the case (a branch on the size, an early
 return), so before a candidate is blamed the original runs on that very case as well.
 """
 
@@ -12,8 +13,8 @@ from typing import Callable
 
 import torch
 
-from .compare import bitwise_equal
 from .failures import HarnessFailure
+from .results import changed, returned_arguments
 from .runs import Run
 
 
@@ -22,51 +23,64 @@ class OriginalBehaviour:
 
     def __init__(self, run_original: Callable[[tuple], Run]):
         self.run_original = run_original
-        self.outputs: dict[tuple, object] = {}  # input dtypes -> the original's output
+        self.runs: dict[tuple, Run] = {}  # input dtypes -> the original's run
         self.ops: set[str] = set()  # PyTorch compute ops of the original's calls
         self.launches = 0  # most Triton launches of one original call
-        self.mutates = False  # the original changed an argument on some case
-        self.aliases = False  # the original returned an argument's storage
+        self.writes: set[int] = set()  # arguments the original changed on some case
+        self.returned: dict[int, str] = {}  # argument -> where the original returns its storage
         self.extra_ops: set[str] = set()  # PyTorch ops candidates ran that the original does not
 
-    def baseline(self, args):
-        """The original's output for inputs of these dtypes (a candidate must return the same
+    @property
+    def aliases(self) -> bool:
+        """Whether the original returned an argument's storage."""
+        return bool(self.returned)
+
+    def learn(self, args, run: Run) -> Run:
+        """Note what the original did in `run`, a call on `args`."""
+        self.ops |= run.ops
+        self.launches = max(self.launches, run.launches)
+        self.writes |= changed(args, run.args_after)
+        for i, path in returned_arguments(run.output, run.args_after).items():
+            self.returned.setdefault(i, path)
+        return run
+
+    def baseline(self, args) -> Run:
+        """The original's run for inputs of these dtypes (a candidate must return the same
         dtypes; small and full cases may differ, e.g. fp16 vs bf16), learning on the way what
         the original does."""
         key = tuple(str(a.dtype) for a in args if isinstance(a, torch.Tensor))
-        if key not in self.outputs:
-            run = self.run_original(args)
-            self.outputs[key] = run.output
-            self.ops |= run.ops
-            self.launches = max(self.launches, run.launches)
-            self.mutates |= not bitwise_equal(args, run.args_after)
-            self.aliases |= bool(run.aliases)
-        return self.outputs[key]
+        if key not in self.runs:
+            self.runs[key] = self.learn(args, self.run_original(args))
+        return self.runs[key]
 
     def check(self, desc: str, args, run: Run) -> None:
         """Raise the candidate's misbehaviour on this case, if the original does not behave so
         either, here or on the cases seen before."""
-        seen = (self.ops, self.launches > 0, self.mutates, self.aliases)
-        if misbehaviour(desc, args, run, *seen) is None:
+        seen_ops = set(self.ops)
+        if (
+            misbehaviour(desc, args, run, seen_ops, self.launches > 0, self.writes, self.aliases)
+            is None
+        ):
             return
         here = self.run_original(args)
         problem = misbehaviour(
             desc,
             args,
             run,
-            seen[0] | here.ops,
+            seen_ops | here.ops,
             here.launches > 0,
-            seen[2] or not bitwise_equal(args, here.args_after),
-            seen[3] or bool(here.aliases),
+            self.writes | changed(args, here.args_after),
+            self.aliases or bool(here.aliases),
         )
+        self.learn(args, here)
         if problem is not None:
             if problem.reason == "torch-fallback":
-                self.extra_ops |= run.ops - seen[0] - here.ops
+                self.extra_ops |= run.ops - seen_ops - here.ops
             raise problem
 
 
 def misbehaviour(
-    desc: str, args, run: Run, ops: set[str], launches: bool, mutates: bool, aliases: bool
+    desc: str, args, run: Run, ops: set[str], launches: bool, writes: set[int], aliases: bool
 ) -> HarnessFailure | None:
     """What `run` does that an original with these habits does not, as the failure to report."""
     extra = run.ops - ops
@@ -83,11 +97,12 @@ def misbehaviour(
             f"on {desc}: the candidate returned a result without launching any Triton "
             "kernel (the original launches one)",
         )
-    if not mutates and not bitwise_equal(args, run.args_after):
+    written = sorted(changed(args, run.args_after) - writes)
+    if written:
         return HarnessFailure(
             "mutated-input",
-            f"on {desc}: the candidate changed its input arguments (the original leaves "
-            "them as they were): the caller's tensors would be destroyed",
+            f"on {desc}: the candidate changed its input argument {written[0]} (the original "
+            "leaves it as it was): the caller's tensors would be destroyed",
         )
     if run.aliases and not aliases:
         return HarnessFailure(

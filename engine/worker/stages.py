@@ -66,18 +66,22 @@ def stage_inputs(cases: CaseSource, task: Task, stage: str, seed: int, full_case
         raise ValueError(f"unknown stage {stage!r}")
 
 
-def check_determinism(runs: list, args, call_original: Callable[[tuple], object]) -> CaseResult:
-    """Three runs per configuration (`runs`, in trios) must give the same bits, unless the
-    original's three runs (`call_original`) differ too; raises HarnessFailure otherwise."""
+def check_determinism(
+    runs: list, args, run_original: Callable[[tuple], object], results: Callable[[object], object]
+) -> CaseResult:
+    """Three runs per configuration (`runs`, in trios) must give the same bits in every
+    result (`results` of a run: what it returned and the arguments it wrote), unless the
+    original's three runs (`run_original`) differ too; raises HarnessFailure otherwise."""
     differ = ""
     for i in range(0, len(runs), 3):
-        trio = runs[i : i + 3]
-        if not all(bitwise_equal(trio[0].output, r.output) for r in trio[1:]):
-            differ = f" (autotune config {trio[0].config})" if trio[0].config else ""
+        trio = [results(r) for r in runs[i : i + 3]]
+        if not all(bitwise_equal(trio[0], r) for r in trio[1:]):
+            config = runs[i].config
+            differ = f" (autotune config {config})" if config else ""
             break
     else:
         return CaseResult("determinism", "3 runs", True, message="bitwise identical")
-    originals = [call_original(args) for _ in range(3)]
+    originals = [results(run_original(args)) for _ in range(3)]
     if not all(bitwise_equal(originals[0], r) for r in originals[1:]):
         return CaseResult(
             "determinism", "3 runs", True, message="differs between runs, as the original does"
