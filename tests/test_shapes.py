@@ -47,3 +47,28 @@ def test_requires_grad_survives_every_perturbation():
     assert len(variants) > 8
     for v in variants:
         assert v[0].requires_grad and not v[1].requires_grad
+
+
+def test_dimensions_equal_only_by_chance_change_apart():
+    """Batch 2 and 2 KV heads: equal in one case, different in the user's other case, so the
+    sweep grows them apart (K never gets more heads than Q by a shared perturbation); sizes the
+    other case shows tied (the batch of q and k, the head size) still change together."""
+
+    def case(batch):
+        q = torch.randn(batch, 4, 8)  # batch, query heads, head size
+        k = torch.randn(batch, 2, 8)  # batch, KV heads, head size
+        return (q, k)
+
+    args, other = case(2), case(3)
+    variants = shapes.odd_sizes(args, [], seed=0, others=[other])
+    variants += shapes.size_one(args, seed=0, others=[other])
+    assert variants
+    for label, (q, k) in variants:
+        assert q.shape[0] == k.shape[0], label  # the batch stays tied
+        assert q.shape[2] == k.shape[2], label  # so does the head size
+    kv_only = [lab for lab, (q, k) in variants if k.shape[1] != 2 and q.shape[0] == 2]
+    batch_only = [lab for lab, (q, k) in variants if q.shape[0] != 2 and k.shape[1] == 2]
+    assert kv_only and batch_only
+    # Without another case nothing tells them apart: they change together, as before.
+    together = shapes.odd_sizes(args, [], seed=0)
+    assert all((q.shape[0] == k.shape[1]) for _, (q, k) in together if q.shape[0] != 2)

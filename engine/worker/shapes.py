@@ -96,17 +96,58 @@ def _redraw(
     return out.to(t.device)
 
 
-def resize(args, old: int, new: int, generator: torch.Generator):
-    """A copy of `args` with every dimension of size `old` changed to `new` (tensors redrawn)."""
+Position = tuple[int, int]  # (argument, dimension); dimension -1 for an integer argument
+
+
+def positions(args, size: int) -> set[Position]:
+    """Where `size` occurs in a case: tensor dimensions, and integer arguments equal to it."""
+    found: set[Position] = set()
+    for i, a in enumerate(args):
+        if isinstance(a, torch.Tensor):
+            found |= {(i, d) for d, n in enumerate(a.shape) if n == size}
+        elif isinstance(a, int) and not isinstance(a, bool) and a == size:
+            found.add((i, -1))
+    return found
+
+
+def _size_at(args, where: Position) -> int | None:
+    i, d = where
+    if i >= len(args):
+        return None
+    a = args[i]
+    if d == -1:
+        return a if isinstance(a, int) and not isinstance(a, bool) else None
+    return a.shape[d] if isinstance(a, torch.Tensor) and d < a.dim() else None
+
+
+def ties(args, size: int, others=()) -> list[set[Position]]:
+    """The places `size` occurs in a case, grouped by whether the user's other cases (`others`)
+    show them tied: two dimensions equal in this case but different in another (a batch of 2 and
+    2 KV heads) are equal by chance and change apart; without other cases all stay tied."""
+    groups: dict[tuple, set[Position]] = {}
+    comparable = [o for o in others if len(o) == len(args)]
+    for where in sorted(positions(args, size)):
+        key = tuple(_size_at(o, where) for o in comparable)
+        groups.setdefault(key, set()).add(where)
+    return list(groups.values())
+
+
+def resize(
+    args, old: int, new: int, generator: torch.Generator, where: set[Position] | None = None
+):
+    """A copy of `args` with the dimensions of size `old` (those in `where`, or all) changed to
+    `new`, tensors redrawn; an index tensor into a resized dimension stays inside it."""
+    where = positions(args, old) if where is None else where
     sizes = symbols(args)
     out = []
-    for a in args:
+    for i, a in enumerate(args):
         if isinstance(a, torch.Tensor):
             bound = _index_bound(a, sizes)
+            # Indices into the resized size stay inside it when it shrinks or grows.
             new_bound = (new if bound == old else bound) if bound is not None else None
-            shape = tuple(new if d == old else d for d in a.shape)
+            shape = tuple(new if (i, d) in where else n for d, n in enumerate(a.shape))
             out.append(_redraw(a, shape, new_bound, generator))
-        elif isinstance(a, int) and not isinstance(a, bool) and a == old:
+        elif (i, -1) in where:
             out.append(new)
         else:
             out.append(a)
@@ -117,8 +158,16 @@ def _numel(args) -> int:
     return sum(a.numel() for a in args if isinstance(a, torch.Tensor))
 
 
-def odd_sizes(args, blocks: list[int], seed: int, limit: int = 12):
-    """Sizes around block boundaries (B-1, B+1), next primes and a single row, one symbol at a time."""
+def _label(s: int, t: int, where: set[Position], split: bool) -> str:
+    if not split:
+        return f"{s}->{t}"
+    places = ", ".join(f"arg {i}" + (f" dim {d}" if d >= 0 else "") for i, d in sorted(where))
+    return f"{s}->{t} at {places}"
+
+
+def odd_sizes(args, blocks: list[int], seed: int, limit: int = 12, others=()):
+    """Sizes around block boundaries (B-1, B+1), next primes and a single row, one symbol (one
+    group of tied places, `ties`) at a time."""
     g = torch.Generator().manual_seed(seed)
     base = _numel(args)
     first_dim = next(
@@ -130,27 +179,37 @@ def odd_sizes(args, blocks: list[int], seed: int, limit: int = 12):
         targets |= {b + d for b in blocks if s / 4 <= b <= 4 * s for d in (-1, 1)}
         if s == first_dim:
             targets.add(1)
-        for t in sorted(t for t in targets if t >= 1 and t != s):
-            if base and _numel(resize_shapes_only(args, s, t)) > MAX_GROWTH * base:
-                continue
-            cases.append((f"{s}->{t}", resize(args, s, t, g)))
+        groups = ties(args, s, others)
+        for where in groups:
+            for t in sorted(t for t in targets if t >= 1 and t != s):
+                if base and _numel(resize_shapes_only(args, s, t, where)) > MAX_GROWTH * base:
+                    continue
+                cases.append((_label(s, t, where, len(groups) > 1), resize(args, s, t, g, where)))
     return cases[:limit]
 
 
-def resize_shapes_only(args, old: int, new: int):
+def resize_shapes_only(args, old: int, new: int, where: set[Position] | None = None):
     """Shapes after a resize, without allocating (meta tensors)."""
+    where = positions(args, old) if where is None else where
     return tuple(
-        torch.empty(tuple(new if d == old else d for d in a.shape), device="meta")
+        torch.empty(
+            tuple(new if (i, d) in where else n for d, n in enumerate(a.shape)), device="meta"
+        )
         if isinstance(a, torch.Tensor)
         else a
-        for a in args
+        for i, a in enumerate(args)
     )
 
 
-def size_one(args, seed: int):
-    """Each symbol set to 1 in turn (size-1 dimensions)."""
+def size_one(args, seed: int, others=()):
+    """Each symbol (each group of tied places, `ties`) set to 1 in turn (size-1 dimensions)."""
     g = torch.Generator().manual_seed(seed)
-    return [(f"{s}->1", resize(args, s, 1, g)) for s in symbols(args)]
+    out = []
+    for s in symbols(args):
+        groups = ties(args, s, others)
+        for where in groups:
+            out.append((_label(s, 1, where, len(groups) > 1), resize(args, s, 1, g, where)))
+    return out
 
 
 def non_contiguous(args):

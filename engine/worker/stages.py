@@ -37,9 +37,12 @@ def stage_inputs(cases: CaseSource, task: Task, stage: str, seed: int, full_case
             for i, (args, name) in enumerate(zip(full, shapes.case_labels(task, full))):
                 yield f"case {i}", args, {"timing_label": name}
         blocks = cases.block_sizes()
-        for i, args in enumerate(cases.small("sweep")):
+        small = cases.small("sweep")
+        for i, args in enumerate(small):
             yield f"small case {i}", args, {}
-            for label, variant in shapes.odd_sizes(args, blocks, stage_seed(seed, f"sweep{i}")):
+            others = small[:i] + small[i + 1 :]
+            made = shapes.odd_sizes(args, blocks, stage_seed(seed, f"sweep{i}"), others=others)
+            for label, variant in made:
                 yield f"small case {i} size {label}", variant, {"derived": True}
     elif stage == "stability":
         for i, args in enumerate(cases.small("stability")[:2]):
@@ -53,12 +56,14 @@ def stage_inputs(cases: CaseSource, task: Task, stage: str, seed: int, full_case
         drawn = cases.full("determinism") if full_cases else cases.small("determinism")
         yield "3 runs", drawn[0], {}
     elif stage == "edge":
-        for i, args in enumerate(cases.small("edge")):
+        small = cases.small("edge")
+        for i, args in enumerate(small):
             variants = [
                 ("strided", shapes.non_contiguous(args)),
                 ("column-major", shapes.transposed(args)),
             ]
-            variants += shapes.size_one(args, stage_seed(seed, f"edge{i}"))
+            others = small[:i] + small[i + 1 :]
+            variants += shapes.size_one(args, stage_seed(seed, f"edge{i}"), others)
             for label, variant in variants:
                 if variant is not None:
                     yield f"small case {i} {label}", variant, {"only_if_original_ok": True}
