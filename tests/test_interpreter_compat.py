@@ -68,3 +68,39 @@ def test_libdevice_symbols_map_to_numpy_or_say_they_cannot():
 
     with pytest.raises(compat.InterpreterGap, match="erfinv.*GPU run computes it"):
         compat._extern_elementwise(None, "", "", "__nv_erfinvf", [Handle()], tl.float32, True)
+
+
+KERNEL_ERRORS = {
+    "a name the kernel never defines": (
+        "row_max = tl.max(m, axis=0)",
+        "row_max = tl.max(m_undefined, axis=0)",
+        "NameError: name 'm_undefined' is not defined",
+    ),
+    "a triton.language check the compiler makes too": (
+        "cols = start + tl.arange(0, BLOCK_SIZE)",
+        "cols = start + tl.arange(0, 3)",
+        "ValueError: arange's range must be a power of 2",
+    ),
+}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("kind", KERNEL_ERRORS)
+def test_a_kernels_own_error_is_the_kernels_with_its_line(pool, kind):
+    """Not an interpreter limitation ("on a GPU it compiles and runs" would be false): the
+    candidate's failure, naming the error and the line that raised it."""
+    from kernelbrain.engine.evaluate.verify import verify
+    from kernelbrain.engine.task import find_task
+
+    from .conftest import EXAMPLES
+
+    old, new, error = KERNEL_ERRORS[kind]
+    path = EXAMPLES / "ops" / "softmax.py"
+    source = path.read_text()
+    assert old in source
+    candidate = source.replace(old, new, 1)
+    line = next(i for i, text in enumerate(candidate.splitlines(), 1) if new in text)
+    report = verify(pool, find_task(path, "softmax_kernel"), candidate, "cpu", timing=False)
+    assert not report.accepted and report.reason == "exception", report.message
+    assert error in report.message and f"at line {line} (`{new.strip()}`)" in report.message
+    assert "interpreter" not in report.message.split("\n")[0]

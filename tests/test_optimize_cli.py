@@ -185,3 +185,38 @@ def test_report_marks_stepping_stones_apart_from_pruned_candidates():
         _colour("quick:ranked-out") == _colour("estimate:ranked-out") == OUTCOME_COLOURS["pruned"]
     )
     assert _colour("verified") == OUTCOME_COLOURS["verified"]
+
+
+@pytest.mark.slow
+def test_ctrl_c_while_the_original_is_checked_exits_130_interrupted(examples_copy):
+    """A Ctrl-C that lands while the original's own check runs is an interruption (exit 130),
+    never "the original kernel fails its own harness (load: cancelled)"."""
+    import signal
+    import time
+
+    path = examples_copy / "ops" / "softmax.py"
+    source = path.read_text()
+    slow = source.replace(
+        "def softmax_ref(x: torch.Tensor) -> torch.Tensor:\n",
+        "def softmax_ref(x: torch.Tensor) -> torch.Tensor:\n    __import__('time').sleep(60)\n",
+    )
+    assert slow != source
+    path.write_text(slow)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "kernelbrain.engine.cli.main", "optimize",
+         "ops/softmax.py::softmax_kernel", "--device", "cpu", "--budget", "120s"],
+        cwd=examples_copy, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    seen = ""
+    deadline = time.monotonic() + 120
+    while "checking the original" not in seen and time.monotonic() < deadline:
+        line = proc.stderr.readline()
+        if not line:
+            break
+        seen += line
+    assert "checking the original" in seen, seen
+    time.sleep(2)  # inside the original's check: the reference sleeps
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err[-2000:]
+    assert "interrupted" in err and "fails its own harness" not in err, err[-2000:]

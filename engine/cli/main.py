@@ -321,6 +321,11 @@ def _cmd_optimize(args: argparse.Namespace) -> int:
     for note in outcome.notes:
         print(f"kernelbrain: {note}", file=sys.stderr)
     exc = outcome.error
+    if outcome.interrupted and outcome.result is None:
+        # Whatever the cancelled search raised on its way out (the original's check cut short
+        # reads as a failure of it) is the interruption's doing, not the kernel's.
+        _fail(args, "interrupted", "interrupted before anything was verified", EXIT_INTERRUPTED)
+        return EXIT_INTERRUPTED
     if isinstance(exc, SearchBusy):
         _fail(args, "busy", f"{exc} (--wait waits for it)", EXIT_BUSY)
         return EXIT_BUSY
@@ -329,9 +334,6 @@ def _cmd_optimize(args: argparse.Namespace) -> int:
         _fail(args, "harness" if exc.harness else "original", str(exc), code)
         return code
     if outcome.result is None:
-        if outcome.interrupted:
-            _fail(args, "interrupted", "interrupted before anything was verified", EXIT_INTERRUPTED)
-            return EXIT_INTERRUPTED
         raise exc if exc is not None else RuntimeError("the search returned nothing")
     result = outcome.result
     if args.report:
@@ -445,7 +447,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         _fail(args, exc.kind, str(exc), EXIT_USAGE)
         return EXIT_USAGE
     except KeyboardInterrupt:
-        return 130
+        print("\nkernelbrain: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
 
 
 if __name__ == "__main__":

@@ -30,6 +30,8 @@ HARNESS_TIMEOUT_S = {"cpu": 600.0, "gpu": 300.0}
 # interpreter, so its candidates get 15 + 3 x 3 = 24 s.
 CANDIDATE_TIME_FACTOR = 3.0
 CANDIDATE_TIMEOUT_FLOOR_S = {"cpu": 15.0, "gpu": 60.0}
+# The original's stage seconds (None: it failed its check) per task, original source and device.
+_STAGE_SECONDS: dict[tuple, float | None] = {}
 TIMING_TIMEOUT_S = 600.0
 
 
@@ -54,26 +56,27 @@ def harness_timeout(device: str) -> float:
     return HARNESS_TIMEOUT_S["gpu" if is_gpu(device) else "cpu"]
 
 
-def calibrated_timeout(original: facts.HarnessResult, device: str) -> float | None:
-    """The per-call timeout for a candidate of a task whose original checked itself as
-    `original`; None when that check failed (the constant default holds)."""
-    if not original.accepted:
-        return None
-    stages = sum(s.seconds for s in original.stages)
+def candidate_timeout(original_seconds: float, device: str) -> float:
+    """A candidate's per-call timeout for stages the original ran in `original_seconds`."""
     kind = "gpu" if is_gpu(device) else "cpu"
-    return CANDIDATE_TIMEOUT_FLOOR_S[kind] + CANDIDATE_TIME_FACTOR * stages
+    return CANDIDATE_TIMEOUT_FLOOR_S[kind] + CANDIDATE_TIME_FACTOR * original_seconds
 
 
 def default_timeout(
     pool: WorkerPool, task: Task, device: str, seed: int, on_progress
 ) -> tuple[float | None, str]:
-    """A candidate's per-call timeout from the original's own check (`calibrated_timeout`),
-    and the words that explain it in a timeout's message; (None, "") when the original fails."""
-    original_check = run_harness(pool, task, None, device, seed, on_progress)
-    timeout_s = calibrated_timeout(original_check, device)
-    if timeout_s is None:
+    """A candidate's per-call timeout from the original's own check (a floor plus a multiple of its stages' seconds),
+    and the words that explain it in a timeout's message; (None, "") when the original fails.
+    The check runs once per task, original and device in a process (`_STAGE_SECONDS`)."""
+    key = (msgspec.json.encode(task), Path(task.file).read_bytes(), device)
+    if key not in _STAGE_SECONDS:
+        check = run_harness(pool, task, None, device, seed, on_progress)
+        seconds = sum(s.seconds for s in check.stages) if check.accepted else None
+        _STAGE_SECONDS[key] = seconds
+    stages = _STAGE_SECONDS[key]
+    if stages is None:
         return None, ""
-    stages = sum(s.seconds for s in original_check.stages)
+    timeout_s = candidate_timeout(stages, device)
     return timeout_s, (
         f" (the original's own check took {stages:.1f} s of stages, so a candidate gets "
         f"{timeout_s:.0f} s; --timeout sets it)"

@@ -14,7 +14,7 @@ from .. import protocol as m
 from ..api import facts
 from ..evaluate.devices import is_gpu
 from ..evaluate.pool import JUDGE_PREFIX, STARTUP_TIMEOUT_S, WorkerDied, WorkerPool
-from ..evaluate.verify import run_harness, time_ab
+from ..evaluate.verify import candidate_timeout, run_harness, time_ab
 from ..evaluate.work_floor import WorkFloor, held_to_floor
 from ..task.spec import Task
 from .ledger import Ledger
@@ -76,6 +76,7 @@ class Evaluator:
         self.compile_devices = compile_devices
         self.prewarm: Prewarm | None = None
         self.floor: WorkFloor | None = None  # set once the original's harness has run (GPU)
+        self.original_stage_s: dict[str, float] = {}  # the original's own check, per stage
 
     def start_workers(self) -> None:
         """Start every worker the search is about to use without a request (imports, sandbox, on
@@ -178,11 +179,21 @@ class Evaluator:
 
     # -- correctness ------------------------------------------------------------------------------
     def harness(self, source: str | None, stages: list[str], rung: str) -> facts.HarnessResult:
-        """Some or all correctness stages (`source` None: the original), GPU seconds accounted."""
+        """Some or all correctness stages (`source` None: the original), GPU seconds accounted.
+        A candidate's call times out after a floor plus a multiple of what the original's own
+        check of those stages took (`candidate_timeout`): one that hangs ends in seconds."""
+        timeout = None
+        if source is not None and self.original_stage_s:
+            seconds = sum(self.original_stage_s.get(s, 0.0) for s in stages)
+            timeout = candidate_timeout(seconds, self.device)
         with self.meter.gpu_clock(self.gpu):
             result = run_harness(
-                self.pool, self.task, source, self.device, self.seed, stages=stages
-            )
+                self.pool, self.task, source, self.device, self.seed, stages=stages,
+                timeout_s=timeout,
+            )  # fmt: skip
+        if source is None and result.accepted:
+            for stage in result.stages:
+                self.original_stage_s[stage.name] = stage.seconds
         self.ledger.harness_seconds(result, rung)
         return result
 

@@ -30,6 +30,7 @@ from .failures import (
     classify_exception,
     short_traceback,
 )
+from .interpreter_compat import code_error as own_error
 from .interpreter_compat import diagnose as diagnose_interpreter
 
 
@@ -262,6 +263,8 @@ class Caller:
         except Exception as exc:
             reason, fatal = classify_exception(exc)
             message = f"{who} raised {type(exc).__name__}: {exc}"
+            if self.interpreter and not fatal:
+                message = own_error(exc, who) or message
             gap = diagnose_interpreter(exc, who) if self.interpreter and not fatal else None
             if gap is not None:
                 raise HarnessFailure("interpreter-gap", gap) from exc
