@@ -58,6 +58,7 @@ def test_the_corpus_covers_what_real_projects_write():
         "static method entry": "@staticmethod",
         "results written into arguments, by a reference that writes its copies": "output.copy_(",
         "a state updated in place": "tl.store(state_ptr",
+        "a launch under a device guard": "with torch.cuda.device(",
     }
     for shape, mark in shapes.items():
         assert any(mark in t for t in text.values()), shape
@@ -123,6 +124,7 @@ LAUNCH_SHAPES = {
     "gradient-writing forward": ("cross_entropy_grad.py", "ce_fwd_grad_kernel"),
     "autotune, configs from a loop, pruned": ("matmul_pruned.py", "matmul_kernel"),
     "warmup, then the compiled kernel launched": ("softmax_warmup.py", "softmax_kernel"),
+    "under torch.cuda.device, options in an opaque **dict": ("l2_norm.py", "l2norm_fwd_kernel"),
 }
 LAUNCH_MUTATORS = ("config", "autotune", "autotune-space")
 
@@ -176,3 +178,17 @@ def test_a_warmup_launch_is_one_launch_with_the_compiled_kernels_grid(corpus):
     tuned = [p for p in load_mutators()["config"].propose(ctx) if "num_warps=" in p.description]
     assert tuned and all("softmax_kernel.warmup(" in p.source for p in tuned)
     assert any("num_warps=4, grid=(1,)" in p.source for p in tuned)
+
+
+@pytest.mark.slow
+def test_launch_options_in_an_opaque_dict_are_merged_into_it(corpus, pool):
+    """`**config` built by a helper: a configuration candidate overrides the dict's entry
+    (`**{**config, "num_warps": 2}`) instead of passing `num_warps=` a second time, and passes
+    the harness on the CPU, where the launch's `with torch.cuda.device(...)` does nothing."""
+    task = find_task(corpus / "l2_norm.py", "l2norm_fwd_kernel")
+    source = (corpus / "l2_norm.py").read_text()
+    made = list(load_mutators()["config"].propose(MutationContext(task, source)))
+    assert made and all("**{**config, " in p.source for p in made)
+    assert all(p.source.count("num_warps") == source.count("num_warps") + 1 for p in made)
+    report = verify(pool, task, made[0].source, "cpu", timing=False)
+    assert report.accepted, report.message

@@ -130,8 +130,20 @@ class Edits:
         return self
 
     def _keyword_insertions(self) -> list[tuple[int, int, str]]:
+        """New keywords after a call's last argument; where the call passes a dict it cannot see
+        into (`**config`), merged into that dict instead (`**{**config, "num_warps": 8}`), which
+        overrides what the dict holds rather than passing the keyword twice."""
         out = []
         for call, items in self._new_keywords.values():
+            opaque = [k for k in call.keywords if k.arg is None]
+            if opaque:
+                value = opaque[-1].value
+                a, b = self.span(value)
+                merged = ", ".join(
+                    f'"{name}": {val}' for name, val in (item.split("=", 1) for item in items)
+                )
+                out.append((a, b, f"{{**{self.source[a:b]}, {merged}}}"))
+                continue
             args = list(call.args) + list(call.keywords)
             if args:  # right after the last argument, so a trailing comma stays where it was
                 last = max(args, key=lambda a: (a.end_lineno, a.end_col_offset))

@@ -323,6 +323,20 @@ def _install_bf16() -> None:
     ReduceOps.min_max = reduced_through_fp32(ReduceOps.min_max)
 
 
+def install_device_guards() -> None:
+    """`with torch.cuda.device(x.device.index):` (and `torch.cuda.device_of(x)`), written in
+    launchers so a launch lands on its input's GPU, raise for a CPU tensor; on the interpreter
+    and in a compile worker's dry runs there is no GPU to pick, so the guard does nothing."""
+    import contextlib
+
+    import torch
+
+    if torch.cuda.is_available():
+        return
+    torch.cuda.device = lambda device=None: contextlib.nullcontext()
+    torch.cuda.device_of = lambda obj=None: contextlib.nullcontext()
+
+
 def install() -> None:
     """Patch the interpreter of this process (idempotent). Call after `import triton` in a
     process running with TRITON_INTERPRET=1, before any user module is imported."""
@@ -332,6 +346,7 @@ def install() -> None:
     _install_float_scalars()
     _install_libdevice()
     _install_bf16()
+    install_device_guards()
     _INSTALLED = True
 
 
@@ -383,6 +398,39 @@ def _innermost(exc: BaseException) -> BaseException:
     return exc
 
 
+# Errors that are the code's own wherever it runs: a name the kernel never defined, and the
+# checks of `triton.language` itself (an `arange` whose range is not a power of 2), which the
+# GPU compiler makes too.
+CODE_ERRORS = (NameError, UnboundLocalError, SyntaxError)
+
+
+def _code_error(inner: BaseException) -> bool:
+    """Whether the innermost exception is the code's own, not the interpreter's limits."""
+    import traceback
+
+    if isinstance(inner, CODE_ERRORS):
+        return True
+    frames = traceback.extract_tb(inner.__traceback__)
+    last = frames[-1].filename.replace("\\", "/") if frames else ""
+    return "/triton/language/" in last and "interpreter" not in last
+
+
+def _the(who: str) -> str:
+    return who if who.startswith("the ") else f"the {who}"
+
+
+def code_error(exc: BaseException, who: str) -> str | None:
+    """The code's own error (`_code_error`) in words that name its line: "the candidate raised
+    NameError: name 'm2' is not defined, at line 27 (`row_max = tl.max(m2, axis=0)`)"; None
+    for any other error."""
+    inner = _innermost(exc)
+    if isinstance(inner, InterpreterGap) or not _code_error(inner):
+        return None
+    frame = _user_frame(exc)
+    where = f", at line {frame.lineno} (`{(frame.line or '').strip()[:120]}`)" if frame else ""
+    return f"{who} raised {type(inner).__name__}: {inner}{where}"
+
+
 def diagnose(exc: BaseException, who: str) -> str | None:
     """Why the CPU interpreter, not the code, stopped `who` (the original, the candidate), with
     the kernel or launcher line: None when nothing says the interpreter is the cause."""
@@ -395,6 +443,8 @@ def diagnose(exc: BaseException, who: str) -> str | None:
     code = (frame.line or "").strip() if frame else ""
     text = f"{type(inner).__name__}: {inner}"
     chain_interpreted = isinstance(exc, InterpreterError) or isinstance(inner, InterpreterGap)
+    if not isinstance(inner, InterpreterGap) and _code_error(inner):
+        return None  # the kernel's own error: reported as its failure, with its line
     if isinstance(inner, InterpreterGap):
         cause = str(inner)
     elif _GPU_ONLY.search(code) or any(t in text for t in _GPU_ONLY_TEXT):
@@ -408,6 +458,6 @@ def diagnose(exc: BaseException, who: str) -> str | None:
         return None
     where = f" at {Path(frame.filename).name}:{frame.lineno} (`{code[:120]}`)" if frame else ""
     return (
-        f"the CPU interpreter cannot run the {who}{where}: {cause}. On a GPU (`--device cuda`) "
+        f"the CPU interpreter cannot run {_the(who)}{where}: {cause}. On a GPU (`--device cuda`) "
         "it compiles and runs; without one, `kernelbrain check` and the compiled view still work"
     )

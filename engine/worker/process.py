@@ -59,6 +59,9 @@ def _serve(device: str, rfd: int, wfd: int) -> None:
         torch.set_num_threads(max(1, (os.cpu_count() or 2) // 2))
         name = "CPU (Triton interpreter)"
     elif compiler_only:
+        from .interpreter_compat import install_device_guards
+
+        install_device_guards()  # dry runs launch under `with torch.cuda.device(...)` too
         torch.set_num_threads(1)
         name = "AOT compiler"
     else:
