@@ -696,7 +696,7 @@ def test_a_tensor_passed_under_two_names_is_counted_once():
         spec = pool.call("compile:0", m.Specialize(task, None, seed=0), 300.0)
     assert isinstance(spec, facts.SpecializeResult) and len(spec.cases) == 2, spec
     logits = 4096 * 8192 * 4  # both cases: fp32, 2^25 elements
-    with_grad, without = case_bytes_and_flops(spec.cases)[0]
+    with_grad, without = case_bytes_and_flops(spec.cases, Path(task.file).read_text())[0]
     assert with_grad >= 2 * logits  # the gradient is its own tensor
     assert logits <= without < logits + 8192 * 16  # the logits once, the targets and the losses
 
@@ -721,7 +721,7 @@ def test_what_a_case_writes_comes_from_the_kernels_stores():
             spec = pool.call("compile:0", m.Specialize(task, None, seed=0), 300.0)
             assert isinstance(spec, facts.SpecializeResult) and spec.cases, spec
             source = Path(task.file).read_text()
-            moved, _ = case_bytes_and_flops(spec.cases)
+            moved, _ = case_bytes_and_flops(spec.cases, source)
             written = case_written_bytes(spec.cases, source)
             assert all(0 < w < b for w, b in zip(written, moved))
             roofs[name] = {bandwidth_roof(b, w, 4000.0, 5000.0).name
@@ -732,3 +732,24 @@ def test_what_a_case_writes_comes_from_the_kernels_stores():
                 assert case_written_bytes(spec.cases, unknown) == [None] * len(spec.cases)
     assert roofs == {"cross_entropy": {"read stream"}, "col_sum": {"read stream"},
                      "softmax": {"copy"}}  # fmt: skip
+
+
+def test_flops_come_from_the_kernels_dots_not_from_square_shapes():
+    """A LayerNorm over a 4096x4096 input passes two square 2-D tensors, as a matmul does: only
+    a kernel that calls `tl.dot` is costed in FLOPs (it was placed 10x above the compute roof)."""
+    from kernelbrain.engine.api.facts import ArgSpec, CaseLaunches, LaunchRecord
+    from kernelbrain.engine.search.cost_model import case_bytes_and_flops
+
+    def case(kernel: str) -> CaseLaunches:
+        mat = [4096, 4096]
+        args = [
+            ArgSpec(n, "ptr", "bf16", shape=mat, nbytes=2 * 4096 * 4096) for n in ("a", "b", "c")
+        ]
+        return CaseLaunches("4096", [LaunchRecord(kernel, (4096, 1, 1), args, 4, 3)])
+
+    ops = Path(__file__).resolve().parents[1] / "examples" / "ops"
+    norm = (ops / "rmsnorm.py").read_text()
+    matmul = (ops / "matmul.py").read_text()
+    assert "tl.dot" not in norm and "tl.dot" in matmul
+    assert case_bytes_and_flops([case("rmsnorm_kernel")], norm)[1] == [None]
+    assert case_bytes_and_flops([case("matmul_kernel")], matmul)[1] == [2 * 4096**3]

@@ -112,10 +112,36 @@ def test_init_then_harness_says_fill_me_in(tmp_path):
     r = cli("init", f"{tmp_path / 'gelu.py'}::gelu_kernel")
     assert r.returncode == 0, r.stderr
     assert (tmp_path / "gelu_harness.py").exists() and (tmp_path / "kernelbrain.toml").exists()
-    r = cli("bench", f"{tmp_path / 'gelu.py'}::gelu_kernel", "--device", "cpu", "--json")
+    # The next step init names is a command that runs as printed.
+    step = r.stdout.split("`kernelbrain ", 1)[1].split("`", 1)[0].split()
+    assert step[0] == "bench", r.stdout
+    r = cli(*step, "--json")
     assert r.returncode == 2  # the harness is at fault, not the kernel
     data = json.loads(r.stdout)["harness"]
     assert (
         data["reason"] == "harness-incomplete" and "fill in `gelu_small_inputs`" in data["message"]
     )
     assert cli("init", f"{tmp_path / 'gelu.py'}::gelu_kernel").returncode == 2  # already there
+
+
+def test_bench_and_optimize_refuse_a_raising_inputs_alike_naming_its_line(examples_copy):
+    """`inputs` (the benchmark cases) raises while `small_inputs` works: on the CPU the stages
+    never call it, yet `optimize` needs it for its dry run; `bench` checks it the same way, and
+    both say which file and line raised."""
+    path = examples_copy / "ops" / "softmax.py"
+    source = path.read_text()
+    broken = source.replace(
+        'def softmax_inputs(device="cuda"):\n',
+        'def softmax_inputs(device="cuda"):\n    raise ValueError("no such checkpoint")\n',
+    )
+    assert broken != source
+    path.write_text(broken)
+    line = broken.splitlines().index('    raise ValueError("no such checkpoint")') + 1
+    target = "ops/softmax.py::softmax_kernel"
+    bench = cli("bench", target, "--device", "cpu", "--json", cwd=examples_copy)
+    assert bench.returncode == 2, bench.stdout[-2000:]
+    message = json.loads(bench.stdout)["harness"]["message"]
+    assert "no such checkpoint" in message and f"softmax.py:{line}" in message, message
+    opt = cli("optimize", target, "--device", "cpu", "--budget", "30s", "--json", cwd=examples_copy)
+    assert opt.returncode == 2
+    assert f"softmax.py:{line}" in json.loads(opt.stdout)["error"]["message"]

@@ -98,7 +98,10 @@ def test_a_warmup_launcher_is_dry_run_with_stand_ins_for_the_gpu():
         "softmax_kernel", (1056, 1, 1), 8, 4)  # fmt: skip
     values = {a.name: a.value for a in first.args if a.kind == "constexpr"}
     assert values == {"BLOCK_SIZE": 4096, "num_stages": 4}
-    assert case_bytes_and_flops(spec.cases)[0] == [2 * 8192 * 4096 * 4, 2 * 32768 * 1000 * 4]
+    assert case_bytes_and_flops(spec.cases, Path(task.file).read_text())[0] == [
+        2 * 8192 * 4096 * 4,
+        2 * 32768 * 1000 * 4,
+    ]
 
     properties = torch.cuda.get_device_properties
     from triton.runtime.jit import JITFunction

@@ -127,9 +127,10 @@ def _cmd_verify(args: argparse.Namespace) -> int:
 def _cmd_bench(args: argparse.Namespace) -> int:
     import msgspec
 
+    from ..api.facts import HarnessResult
     from ..evaluate.devices import is_gpu
     from ..evaluate.pool import WorkerPool
-    from ..evaluate.verify import bench, run_harness
+    from ..evaluate.verify import bench, benchmark_inputs_error, run_harness
     from .report_text import print_bench, print_harness
 
     task = _task(args.target)
@@ -139,6 +140,16 @@ def _cmd_bench(args: argparse.Namespace) -> int:
 
     with WorkerPool() as pool:
         harness = run_harness(pool, task, None, device, on_progress=progress)
+        if harness.accepted and not is_gpu(device):
+            why = benchmark_inputs_error(pool, task)
+            if why is not None:
+                harness = HarnessResult(
+                    False,
+                    "load",
+                    "harness-error",
+                    f"the benchmark inputs (`{task.inputs.rsplit(':', 1)[-1]}`) could not be "
+                    f"drawn for a dry run: {why}",
+                )
         result = (
             bench(pool, task, device, rep_ms=args.rep_ms, on_progress=progress)
             if (harness.accepted and is_gpu(device))
@@ -243,9 +254,10 @@ def _cmd_init(args: argparse.Namespace) -> int:
         raise UsageError(str(exc), "harness") from exc
     verb = "created" if result.created_config else "updated"
     print(f"{verb} {result.config} with a [[tasks]] entry for {kernel} (entry `{result.entry}`)")
+    target = f"{path}::{kernel}"
     print(
-        f"wrote {result.harness}: fill in the reference and the input functions, then run "
-        f"`kernelbrain verify` or `kernelbrain bench`"
+        f"wrote {result.harness}: fill in the reference and the input functions, then check "
+        f"the harness on the original with `kernelbrain bench {target} --device cpu`"
     )
     return EXIT_OK
 

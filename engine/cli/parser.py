@@ -87,7 +87,12 @@ def _verify(sub, handlers) -> None:
     p.add_argument("--device", default="auto", help="auto (default), cpu, cuda or cuda:N")
     p.add_argument("--json", action="store_true")
     p.add_argument("--no-timing", action="store_true", help="skip the A/B timing on a GPU")
-    p.add_argument("--timeout", type=float, default=None, help="seconds per harness call")
+    p.add_argument(
+        "--timeout",
+        type=float,
+        default=None,
+        help="seconds per harness call (default: from the original's own check)",
+    )
     p.add_argument("--seed", type=int, default=0)
     p.set_defaults(handler=handlers["verify"])
 

@@ -83,6 +83,22 @@ def default_timeout(
     )
 
 
+def benchmark_inputs_error(pool: WorkerPool, task: Task, seed: int = 0) -> str | None:
+    """Why the task's benchmark inputs cannot be drawn and run through the entry (the dry run a
+    search starts from, on a compile worker), or None. Off a GPU the stages check only the small
+    inputs, so `bench` and `verify` ask this too: a harness that `optimize` would refuse is
+    refused by all three alike."""
+    try:
+        spec = pool.call("compile:0", m.Specialize(task, None, seed=seed), 180.0)
+    except WorkerDied as d:
+        return d.message
+    if not isinstance(spec, facts.SpecializeResult):
+        return getattr(spec, "message", f"the dry run answered {type(spec).__name__}")
+    if spec.error:
+        return spec.error
+    return None if spec.cases else "no cases"
+
+
 def run_harness(
     pool: WorkerPool,
     task: Task,

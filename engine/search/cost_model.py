@@ -668,8 +668,18 @@ def tile_names(source: str, kernel: str) -> list[str]:
     return kv.tile_constexprs() if kv is not None else []
 
 
-def matmul_flops(case: CaseLaunches) -> int | None:
+def dot_kernels(source: str) -> set[str]:
+    """The kernels of a module that call `tl.dot`: the only ones whose work is counted in FLOPs."""
+    return {k.name for k in kernel_views(parse_module(source)) if k.uses("dot")}
+
+
+def matmul_flops(case: CaseLaunches, dots: set[str]) -> int | None:
+    """A matmul's 2*M*K*N, from the first launch of a kernel that does dots (`dots`) on two 2-D
+    operands with a shared inner size; None for kernels without dots (a norm over a square
+    input is no matmul)."""
     for rec in case.launches:
+        if rec.kernel not in dots:
+            continue
         mats = [a.shape for a in rec.args if a.kind == "ptr" and len(a.shape) == 2]
         if len(mats) >= 2 and mats[0][1] == mats[1][0]:
             return 2 * mats[0][0] * mats[0][1] * mats[1][1]
@@ -689,11 +699,15 @@ def _distinct_bytes(case: CaseLaunches, counted: Callable[[LaunchRecord, str], b
     return sum(seen.values())
 
 
-def case_bytes_and_flops(cases: list[CaseLaunches]) -> tuple[list[int], list[int | None]]:
-    """Compulsory bytes (every distinct tensor a case's launches touch, once) and matmul FLOPs."""
+def case_bytes_and_flops(
+    cases: list[CaseLaunches], source: str
+) -> tuple[list[int], list[int | None]]:
+    """Compulsory bytes (every distinct tensor a case's launches touch, once) and the FLOPs of
+    the dots `source`'s kernels do (`matmul_flops`)."""
+    dots = dot_kernels(source)
     return (
         [_distinct_bytes(c, lambda rec, name: True) for c in cases],
-        [matmul_flops(c) for c in cases],
+        [matmul_flops(c, dots) for c in cases],
     )
 
 
@@ -732,7 +746,8 @@ class CostModel:
             return None
         kernels = {rec.kernel for c in spec.cases for rec in c.launches}
         tiles = {k: tile_names(source, k) for k in kernels}
+        dots = dot_kernels(source)
         return [
-            case_time_us(c, facts.get(ci, {}), source, tiles, self.dev, matmul_flops(c))
+            case_time_us(c, facts.get(ci, {}), source, tiles, self.dev, matmul_flops(c, dots))
             for ci, c in enumerate(spec.cases)
         ]

@@ -94,7 +94,7 @@ def search_result(
         )
     root = pop.nodes.get(ORIGINAL)
     cases = root.spec.cases if root and root.spec else []
-    case_bytes, case_flops = case_bytes_and_flops(cases)
+    case_bytes, case_flops = case_bytes_and_flops(cases, root.source if root else "")
     spent = meter.tick()
     if llm is not None:
         spent.llm_tokens, spent.llm_dollars = llm.tokens, round(llm.dollars, 6)

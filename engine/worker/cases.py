@@ -12,7 +12,7 @@ import torch
 from ..index import parse_module
 from ..task.spec import Task
 from .audit import AuditMode
-from .failures import HarnessFailure, classify_exception
+from .failures import HarnessFailure, classify_exception, site
 
 # The CPU interpreter runs ~1 s per 1,024 programs: above this many input elements a case is
 # too slow for it, and the task must provide small_inputs.
@@ -73,7 +73,7 @@ class CaseSource:
             reason, _ = classify_exception(exc)
             raise HarnessFailure(
                 "harness-incomplete" if reason == "harness-incomplete" else "harness-error",
-                f"{what} raised {type(exc).__name__}: {exc}",
+                f"{what} raised {type(exc).__name__}: {exc}{site(exc)}",
             ) from exc
         if not isinstance(cases, (list, tuple)) or not cases:
             raise HarnessFailure(

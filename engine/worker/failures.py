@@ -62,3 +62,45 @@ def classify_exception(exc: BaseException) -> tuple[str, bool]:
 def short_traceback(exc: BaseException, limit: int = 6) -> str:
     lines = traceback.format_exception(type(exc), exc, exc.__traceback__)
     return "".join(lines[-limit:]).strip()
+
+
+def _library_file(filename: str) -> bool:
+    import os
+    import sys
+
+    here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # this package
+    return (
+        filename.startswith("<")
+        or "site-packages" in filename
+        or "dist-packages" in filename
+        or filename.startswith((sys.prefix, sys.base_prefix, here))
+    )
+
+
+def user_frame(exc: BaseException):
+    """The innermost frame in the user's code (kernel or launcher) of the innermost exception
+    in `exc`'s chain that passed through it."""
+    import traceback
+
+    found = None
+    seen: set[int] = set()
+    while exc is not None and id(exc) not in seen:
+        seen.add(id(exc))
+        frames = [
+            f for f in traceback.extract_tb(exc.__traceback__) if not _library_file(f.filename)
+        ]
+        if frames:
+            found = frames[-1]
+        exc = exc.__cause__ or exc.__context__
+    return found
+
+
+def site(exc: BaseException) -> str:
+    """Where in the user's code `exc` was raised, as " at harness.py:12 (`code`)"; "" when no
+    frame of theirs is on its way."""
+    from pathlib import Path
+
+    frame = user_frame(exc)
+    if frame is None:
+        return ""
+    return f" at {Path(frame.filename).name}:{frame.lineno} (`{(frame.line or '').strip()[:120]}`)"

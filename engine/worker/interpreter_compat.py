@@ -25,6 +25,8 @@ import re
 
 import numpy as np
 
+from .failures import user_frame
+
 _INSTALLED = False
 
 
@@ -359,37 +361,6 @@ _GPU_ONLY = re.compile(
 _GPU_ONLY_TEXT = ("CUDA", "NVIDIA driver", "no attribute '_init_handles'")
 
 
-def _library_file(filename: str) -> bool:
-    import os
-    import sys
-
-    here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # this package
-    return (
-        filename.startswith("<")
-        or "site-packages" in filename
-        or "dist-packages" in filename
-        or filename.startswith((sys.prefix, sys.base_prefix, here))
-    )
-
-
-def _user_frame(exc: BaseException):
-    """The innermost frame in the user's code (kernel or launcher) of the innermost exception
-    in `exc`'s chain that passed through it."""
-    import traceback
-
-    found = None
-    seen: set[int] = set()
-    while exc is not None and id(exc) not in seen:
-        seen.add(id(exc))
-        frames = [
-            f for f in traceback.extract_tb(exc.__traceback__) if not _library_file(f.filename)
-        ]
-        if frames:
-            found = frames[-1]
-        exc = exc.__cause__ or exc.__context__
-    return found
-
-
 def _innermost(exc: BaseException) -> BaseException:
     seen: set[int] = set()
     while (exc.__cause__ or exc.__context__) is not None and id(exc) not in seen:
@@ -426,7 +397,7 @@ def code_error(exc: BaseException, who: str) -> str | None:
     inner = _innermost(exc)
     if isinstance(inner, InterpreterGap) or not _code_error(inner):
         return None
-    frame = _user_frame(exc)
+    frame = user_frame(exc)
     where = f", at line {frame.lineno} (`{(frame.line or '').strip()[:120]}`)" if frame else ""
     return f"{who} raised {type(inner).__name__}: {inner}{where}"
 
@@ -439,7 +410,7 @@ def diagnose(exc: BaseException, who: str) -> str | None:
     from triton.runtime.errors import InterpreterError
 
     inner = _innermost(exc)
-    frame = _user_frame(exc)
+    frame = user_frame(exc)
     code = (frame.line or "").strip() if frame else ""
     text = f"{type(inner).__name__}: {inner}"
     chain_interpreted = isinstance(exc, InterpreterError) or isinstance(inner, InterpreterGap)

@@ -29,6 +29,7 @@ from .failures import (
     HarnessFailure,
     classify_exception,
     short_traceback,
+    site,
 )
 from .interpreter_compat import code_error as own_error
 from .interpreter_compat import diagnose as diagnose_interpreter
@@ -274,5 +275,6 @@ class Caller:
             if fatal:
                 raise FatalDeviceError(reason, message) from exc
             raise HarnessFailure(
-                "harness-incomplete" if reason == "harness-incomplete" else "harness-error", message
+                "harness-incomplete" if reason == "harness-incomplete" else "harness-error",
+                message + site(exc),
             ) from exc
