@@ -113,6 +113,7 @@ def optimize(
     workers on cancel; else one of its own, closed at the end. `on_notice`: store notices (a
     corrupt database moved aside, waiting for another search, the LLM off and why). `llm_key`:
     the API key for `request.llm` (kept out of the request, which is logged and stored)."""
+    started_at = request.started_at if request.started_at is not None else time.monotonic()
     task = task or find_task(request.file, request.kernel)
     device = resolve_device(request.device)
     store = Store(task_root(task))
@@ -127,7 +128,9 @@ def optimize(
             if memory.notice is not None and on_notice is not None:
                 on_notice(memory.notice)
         _wait_for_other_search(store, task, request.wait, cancel, on_notice)
-        budget = Budget(wall_s=request.budget_s, max_candidates=request.max_candidates)
+        budget = Budget(
+            wall_s=request.budget_s, max_candidates=request.max_candidates, started_at=started_at
+        )
         ceilings = device_ceilings(pool, device, store)
         search = Search(
             task,

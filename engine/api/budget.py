@@ -38,6 +38,9 @@ class Budget(msgspec.Struct):
     max_candidates: int | None = None  # None: no cap
     llm_tokens: int = 0
     llm_dollars: float = 0.0
+    # `time.monotonic()` when the user's wait began (the command's process start); None: when
+    # the search starts. The wall budget counts from it.
+    started_at: float | None = None
 
 
 class Spent(msgspec.Struct):

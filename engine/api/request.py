@@ -46,3 +46,6 @@ class OptimizeRequest(msgspec.Struct):
     mutators: list[str] | None = None  # None: every offline mutator
     compile_workers: int | None = None  # None: `pool.default_compile_workers()`
     wait: bool = False  # another search of the kernel running: wait for it (else SearchBusy)
+    # `time.monotonic()` when the user's wait began (the CLI's process start); None: when the
+    # request is served. The wall budget counts from it (`Budget.started_at`).
+    started_at: float | None = None

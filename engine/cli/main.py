@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Sequence
 
 from .parser import build_parser
+from .process_clock import process_started_at
 
 EXIT_OK = 0
 EXIT_FINDINGS = 1
@@ -328,6 +329,7 @@ def _cmd_optimize(args: argparse.Namespace) -> int:
         else None,
         wait=args.wait,
         memory=args.memory,
+        started_at=process_started_at(),  # the budget is the wait from the command's start
     )
     outcome = _run_search(request, task, quiet=args.json)
     for note in outcome.notes:

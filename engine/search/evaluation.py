@@ -24,6 +24,7 @@ from .population import Population
 from .prewarm import Prewarm
 
 PREWARM_WAIT_S = 60.0  # longest the GPU waits for a candidate's ahead-of-time compiles
+MIN_CALL_S = 5.0  # the least timeout a worker call gets, however little of the budget is left
 
 
 class Estimator(Protocol):
@@ -101,6 +102,12 @@ class Evaluator:
         for t in threads:
             t.join()
 
+    def within_budget(self, limit_s: float) -> float:
+        """A call's timeout: `limit_s`, or what the wall budget has left when that is less (at
+        least MIN_CALL_S): a compile that would outlast the search does not hold the user up
+        (a replayed configuration that tiled a head dimension at 2048 compiled for 600 s)."""
+        return min(limit_s, max(MIN_CALL_S, self.meter.wall_left_s()))
+
     def call(self, device: str, request, timeout: float):
         """A worker call, its seconds charged as GPU time when it runs on the GPU."""
         with self.meter.gpu_clock(is_gpu(device)):
@@ -131,7 +138,9 @@ class Evaluator:
     # -- dry run, compile, estimate ---------------------------------------------------------------
     def specialize_and_compile(self, node: Node, device: str) -> None:
         source = node.source if node.id != ORIGINAL else None
-        spec = self.call(device, m.Specialize(self.task, source, seed=self.seed), 180.0)
+        spec = self.call(
+            device, m.Specialize(self.task, source, seed=self.seed), self.within_budget(180.0)
+        )
         if not isinstance(spec, facts.SpecializeResult):
             return
         node.spec = spec
@@ -147,7 +156,9 @@ class Evaluator:
             if k not in unique:
                 unique[k] = len(order)
                 order.append(rec)
-        result = self.call(device, m.Compile(node.source, self.task.file, order), 600.0)
+        result = self.call(
+            device, m.Compile(node.source, self.task.file, order), self.within_budget(600.0)
+        )
         if not isinstance(result, facts.CompileResult):
             return
         node.compiled |= set(unique)

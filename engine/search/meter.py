@@ -55,7 +55,9 @@ class Meter:
         self.budget = budget
         self.spent = Spent()
         self._clock = clock
-        self._start = clock()
+        # The user's wait starts when the command did (`Budget.started_at`), not when the search
+        # object was made: start-up, workers and the original's check count too.
+        self._start = budget.started_at if budget.started_at is not None else clock()
         # Wall time held back from the generations for the end game; released when it starts.
         self._reserve_s = 0.0
 
@@ -101,6 +103,10 @@ class Meter:
         if self.out_of_candidates():
             return Stop(StopKind.CANDIDATES)
         return None
+
+    def wall_left_s(self) -> float:
+        """Wall seconds before the budget ends, the end game's reserve included."""
+        return max(0.0, self.budget.wall_s - self.tick().wall_s)
 
     def left_s(self) -> float:
         return max(0.0, self.budget.wall_s - self._reserve_s - self.tick().wall_s)

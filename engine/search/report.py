@@ -3,6 +3,8 @@ explanation, and the whole result (`optimize --json`, the editor's results view)
 
 from __future__ import annotations
 
+import msgspec
+
 from ..api import facts as m
 from ..api.diff import unified_diff
 from ..api.results import BaselineCase, BudgetReport, SearchResult, Variant
@@ -109,7 +111,8 @@ def search_result(
         variants=variants,
         best=pop.best_id,
         time_to_best_s=pop.time_to_best,
-        budget=BudgetReport(meter.budget, spent),
+        # the clock reading the budget counted from means nothing outside this process
+        budget=BudgetReport(msgspec.structs.replace(meter.budget, started_at=None), spent),
         candidates=ledger.counts,
         stopped=str(stopped),
         trajectory=ledger.trajectory,
