@@ -1,6 +1,7 @@
 """The corpus (`tests/corpus/`): kernels written the way real projects write them. On the CPU,
 every original passes its own harness or is refused with the interpreter's reason and the
-line; `optimize --budget 60s` ends within 63 s and exits 0 or 2 with one JSON object; the
+line; `optimize` holds its budget from process start to exit and exits 0 or 2 with one JSON
+object, two 60 s searches at once included; the
 launch-level mutators reach every launcher shape; no rewrite drops a zero-fill that a path of
 the kernel leaves in place."""
 
@@ -17,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from kernelbrain.engine.evaluate.verify import verify
+from kernelbrain.engine.index import parse_module
 from kernelbrain.engine.mutate import MutationContext, load_mutators
 from kernelbrain.engine.rules import check_module
 from kernelbrain.engine.task import find_task
@@ -28,7 +30,9 @@ TASKS = [
 ]
 # Launchers that only run on a GPU (ahead-of-time compilation, device queries): the CPU says so.
 GPU_ONLY = {"softmax_kernel": "softmax_warmup.py:34 (`kernel._init_handles()`)"}
-BUDGET_S, SLACK = 60, 1.05
+# Each corpus kernel gets a short search (its budget held from process start to exit); the
+# acceptance's 60 s is held by two searches at once (`test_two_searches_at_once_...`).
+BUDGET_S, SLACK = 30, 1.05
 
 
 @pytest.fixture(scope="module")
@@ -59,6 +63,8 @@ def test_the_corpus_covers_what_real_projects_write():
         "results written into arguments, by a reference that writes its copies": "output.copy_(",
         "a state updated in place": "tl.store(state_ptr",
         "a launch under a device guard": "with torch.cuda.device(",
+        "a kernel made by assignment": "= triton.jit(_",
+        "a package-relative import": "from ._shapes import",
     }
     for shape, mark in shapes.items():
         assert any(mark in t for t in text.values()), shape
@@ -81,7 +87,7 @@ def test_the_original_passes_its_harness_on_the_cpu(corpus, pool, task):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("task", TASKS, ids=ids)
-def test_optimize_holds_a_60s_budget(corpus, task):
+def test_optimize_holds_its_budget(corpus, task):
     file, kernel = task
     start = time.monotonic()
     proc = subprocess.run(
@@ -125,6 +131,7 @@ LAUNCH_SHAPES = {
     "autotune, configs from a loop, pruned": ("matmul_pruned.py", "matmul_kernel"),
     "warmup, then the compiled kernel launched": ("softmax_warmup.py", "softmax_kernel"),
     "under torch.cuda.device, options in an opaque **dict": ("l2_norm.py", "l2norm_fwd_kernel"),
+    "kernel made by assignment, in a package": ("rotary/rope.py", "_rope_fwd"),
 }
 LAUNCH_MUTATORS = ("config", "autotune", "autotune-space")
 
@@ -192,3 +199,38 @@ def test_launch_options_in_an_opaque_dict_are_merged_into_it(corpus, pool):
     assert all(p.source.count("num_warps") == source.count("num_warps") + 1 for p in made)
     report = verify(pool, task, made[0].source, "cpu", timing=False)
     assert report.accepted, report.message
+
+
+def test_init_and_check_follow_a_kernel_made_by_assignment_in_a_package(tmp_path):
+    """`_rope_fwd = triton.jit(_rope_fwd)` in a package module with relative imports: `check`
+    sees the kernel, and `init` scaffolds a harness for its launcher."""
+    from kernelbrain.engine.task.scaffold import plan
+
+    pkg = tmp_path / "rotary"
+    shutil.copytree(CORPUS / "rotary", pkg, ignore=shutil.ignore_patterns("__pycache__"))
+    module = parse_module((pkg / "rope.py").read_text())
+    assert [k.name for k in module.index.kernels] == ["_rope_fwd"]
+    assert plan(pkg / "rope.py", "_rope_fwd").entry == "apply_rope"
+
+
+@pytest.mark.slow
+def test_two_searches_at_once_each_end_within_their_budget(corpus):
+    """Two `optimize --budget 60s` side by side on this machine (they share its cores): each
+    ends within 66 s of its own process time, start-up and the original's check included."""
+    kernels = [
+        ("l2_norm.py", "l2norm_fwd_kernel"),
+        ("merge_attn_states.py", "merge_attn_states_kernel"),
+    ]
+    procs = [
+        (time.monotonic(), subprocess.Popen(
+            [sys.executable, "-m", "kernelbrain.engine.cli.main", "optimize", f"{f}::{k}",
+             "--device", "cpu", "--budget", "60s", "--json"],
+            cwd=corpus, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
+        for f, k in kernels
+    ]  # fmt: skip
+    for (start, proc), (_, kernel) in zip(procs, kernels):
+        out, err = proc.communicate(timeout=240)
+        wall = time.monotonic() - start
+        assert proc.returncode == 0, err[-2000:]
+        assert json.loads(out)["kernel"] == kernel
+        assert wall <= 66, f"{kernel}: {wall:.1f} s on a 60 s budget"

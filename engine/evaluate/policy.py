@@ -496,6 +496,8 @@ def _reaches_outside(tree: ast.Module, original: ast.Module) -> Rejection | None
     allowed = ALLOWED_IMPORTS | _imports(original)
     for n in ast.walk(tree):
         if isinstance(n, (ast.Import, ast.ImportFrom)):
+            if ast.dump(n) in orig_imports:
+                continue  # the original's own import, relative ones included, as it wrote it
             if isinstance(n, ast.Import):
                 mods = [a.name for a in n.names]
             else:

@@ -234,9 +234,12 @@ class _Indexer:
                 pm.module_constants[node.targets[0].id] = node.value
         pm.aliases = self.aliases = _collect_aliases(self._scan())
         kernel_defs: dict[str, tuple[ast.FunctionDef, list[str]]] = {}
-        for node in sorted(pm.function_nodes.values(), key=lambda n: n.lineno):
-            if isinstance(node, ast.FunctionDef) and node.decorator_list:
-                decos = [d for d in (self._decorator_name(x) for x in node.decorator_list) if d]
+        assigned = self._decorated_by_assignment()
+        for qual, node in sorted(pm.function_nodes.items(), key=lambda q: q[1].lineno):
+            wrappers = assigned.get(qual, [])
+            if isinstance(node, ast.FunctionDef) and (node.decorator_list or wrappers):
+                found = (self._decorator_name(x) for x in [*node.decorator_list, *wrappers])
+                decos = [d for d in found if d]
                 if any(d in TRITON_DECORATORS for d in decos):
                     kernel_defs.setdefault(node.name, (node, decos))
         launches = self._launch_sites(set(kernel_defs))
@@ -271,6 +274,31 @@ class _Indexer:
             errors=pm.index.errors,
             imports_triton=any(v.split(".")[0] == "triton" for v in self.aliases.names.values()),
         )
+
+    def _decorated_by_assignment(self) -> dict[str, list[ast.expr]]:
+        """Module functions wrapped by assignment, as some projects make kernels:
+        `f = triton.jit(f)`, then `f = triton.heuristics({...})(f)`: the wrappers, outermost
+        first, as the decorators they stand for."""
+        out: dict[str, list[ast.expr]] = {}
+        for stmt in self.tree.body:
+            if not (
+                isinstance(stmt, ast.Assign)
+                and len(stmt.targets) == 1
+                and isinstance(stmt.targets[0], ast.Name)
+            ):
+                continue
+            name, value, chain = stmt.targets[0].id, stmt.value, []
+            while isinstance(value, ast.Call) and len(value.args) == 1 and not value.keywords:
+                chain.append(value.func)
+                value = value.args[0]
+            if (
+                isinstance(value, ast.Name)
+                and value.id == name
+                and chain
+                and all(self._decorator_name(d) in TRITON_DECORATORS for d in chain)
+            ):
+                out[name] = chain + out.get(name, [])
+        return out
 
     def _decorator_name(self, deco: ast.expr) -> str | None:
         target = deco.func if isinstance(deco, ast.Call) else deco

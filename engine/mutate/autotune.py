@@ -98,6 +98,8 @@ def propose(ctx: MutationContext):
         for p in kv.kernel.params
         if not p.constexpr and p.name not in pointer_like and not p.name.startswith("stride")
     ]
+    if not kv.node.decorator_list:
+        return  # made by assignment (`f = triton.jit(f)`): a decorator above would wrap the plain function
     first = kv.node.decorator_list[0]
     deco = (
         "@triton.autotune(\n    configs=[\n"

@@ -33,10 +33,12 @@ class ModuleLoader:
         key = hashlib.sha256((filename + "\0" + source).encode()).hexdigest()[:16]
         if key in self._cache:
             return self._cache[key]
-        for root in roots:
+        package, package_root = package_of(Path(filename))
+        for root in [*roots, str(package_root or "")]:
             if root and root not in sys.path:
                 sys.path.insert(0, root)
-        name = f"kb_{Path(filename).stem}_{key}"
+        # A module of a package loads as part of it, so its relative imports resolve.
+        name = f"{package + '.' if package else ''}kb_{Path(filename).stem}_{key}"
         path = Path(filename)
         if not path.is_file() or path.read_text(encoding="utf-8") != source:
             path = self.folder / f"{name}.py"
@@ -47,3 +49,14 @@ class ModuleLoader:
         spec.loader.exec_module(module)
         self._cache[key] = module
         return module
+
+
+def package_of(path: Path) -> tuple[str | None, Path | None]:
+    """The dotted package a module file belongs to (folders up with an `__init__.py`) and the
+    folder its top package sits in; (None, None) for a module outside any package."""
+    parts: list[str] = []
+    folder = path.resolve().parent
+    while (folder / "__init__.py").is_file() and folder.name.isidentifier():
+        parts.append(folder.name)
+        folder = folder.parent
+    return (".".join(reversed(parts)), folder) if parts else (None, None)

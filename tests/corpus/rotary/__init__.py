@@ -1,0 +1,1 @@
+"""A package of kernels: `rope.py` imports its helpers relative to it."""
