@@ -160,6 +160,9 @@ class CandidateRun(msgspec.Struct):
     ops: list[str] = []  # PyTorch compute ops outside kernel launches (AuditMode)
     launches: int = 0  # Triton kernel launches the call made
     aliases: list[int] = []  # indices of outputs that share storage with an argument
+    # arguments the call pointed at other memory or reshaped in place (`set_`, `resize_`): the
+    # caller's tensor was then never written, whatever the argument object reads
+    rebound: list[int] = []
 
 
 class CandidateRuns(msgspec.Struct, tag="candidate_runs"):

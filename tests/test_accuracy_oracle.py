@@ -151,3 +151,16 @@ def test_what_the_original_does_is_learned_on_the_case_itself(pool, tmp_path):
     assert added != source
     refused = verify(pool, task, added, "cpu")
     assert (refused.accepted, refused.reason) == (False, "torch-fallback"), refused.message
+
+
+def test_a_finite_value_where_the_reference_is_nan_is_a_mismatch_not_a_crash():
+    """+inf inputs make some references NaN where a kernel gives a finite value: a mismatch that
+    names the place, not an IndexError from looking for the worst element."""
+    import torch
+
+    from kernelbrain.engine.worker.compare import compare
+
+    got = torch.tensor([1.0, 2.0, 3.0])
+    want = torch.tensor([1.0, float("nan"), 3.0])
+    result = compare(got, want)
+    assert not result.ok and result.reason == "mismatch" and "(1,)" in result.message

@@ -123,7 +123,14 @@ class Harness:
 
     def stage_inputs(self, stage: str):
         """Every input of a stage, as (label, args, check options) (`stages.stage_inputs`)."""
-        return stage_inputs(self.inputs, self.task, stage, self.req.seed, self.req.full_cases)
+        return stage_inputs(
+            self.inputs,
+            self.task,
+            stage,
+            self.req.seed,
+            self.req.full_cases,
+            lambda: self.original.writes,
+        )
 
     def prepare(
         self,

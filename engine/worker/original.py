@@ -28,6 +28,7 @@ class OriginalBehaviour:
         self.launches = 0  # most Triton launches of one original call
         self.writes: set[int] = set()  # arguments the original changed on some case
         self.returned: dict[int, str] = {}  # argument -> where the original returns its storage
+        self.rebinds: set[int] = set()  # arguments the original points at other memory
         self.extra_ops: set[str] = set()  # PyTorch ops candidates ran that the original does not
 
     @property
@@ -40,6 +41,7 @@ class OriginalBehaviour:
         self.ops |= run.ops
         self.launches = max(self.launches, run.launches)
         self.writes |= changed(args, run.args_after)
+        self.rebinds |= set(run.rebound)
         for i, path in returned_arguments(run.output, run.args_after).items():
             self.returned.setdefault(i, path)
         return run
@@ -57,10 +59,8 @@ class OriginalBehaviour:
         """Raise the candidate's misbehaviour on this case, if the original does not behave so
         either, here or on the cases seen before."""
         seen_ops = set(self.ops)
-        if (
-            misbehaviour(desc, args, run, seen_ops, self.launches > 0, self.writes, self.aliases)
-            is None
-        ):
+        seen = (seen_ops, self.launches > 0, self.writes, self.aliases, self.rebinds)
+        if misbehaviour(desc, args, run, *seen) is None:
             return
         here = self.run_original(args)
         problem = misbehaviour(
@@ -71,6 +71,7 @@ class OriginalBehaviour:
             here.launches > 0,
             self.writes | changed(args, here.args_after),
             self.aliases or bool(here.aliases),
+            self.rebinds | set(here.rebound),
         )
         self.learn(args, here)
         if problem is not None:
@@ -80,7 +81,14 @@ class OriginalBehaviour:
 
 
 def misbehaviour(
-    desc: str, args, run: Run, ops: set[str], launches: bool, writes: set[int], aliases: bool
+    desc: str,
+    args,
+    run: Run,
+    ops: set[str],
+    launches: bool,
+    writes: set[int],
+    aliases: bool,
+    rebinds: set[int] = frozenset(),
 ) -> HarnessFailure | None:
     """What `run` does that an original with these habits does not, as the failure to report."""
     extra = run.ops - ops
@@ -96,6 +104,14 @@ def misbehaviour(
             "no-triton-launch",
             f"on {desc}: the candidate returned a result without launching any Triton "
             "kernel (the original launches one)",
+        )
+    rebound = sorted(set(run.rebound) - rebinds)
+    if rebound:
+        return HarnessFailure(
+            "rebound-argument",
+            f"on {desc}: the candidate pointed argument {rebound[0]} at other memory or "
+            "reshaped it in place (`set_`, `resize_`, `.data =`): the caller's tensor never "
+            "holds what the argument object reads afterwards",
         )
     written = sorted(changed(args, run.args_after) - writes)
     if written:

@@ -38,15 +38,16 @@ from .interpreter_compat import diagnose as diagnose_interpreter
 class Run:
     """One call of an entry on one case: what the judge decides from."""
 
-    __slots__ = ("config", "output", "args_after", "ops", "launches", "aliases")
+    __slots__ = ("config", "output", "args_after", "ops", "launches", "aliases", "rebound")
 
-    def __init__(self, config, output, args_after, ops, launches, aliases):
+    def __init__(self, config, output, args_after, ops, launches, aliases, rebound=()):
         self.config: str = config
         self.output = output
         self.args_after = args_after
         self.ops: set[str] = set(ops)
         self.launches: int = launches
         self.aliases: list[int] = list(aliases)
+        self.rebound: list[int] = list(rebound)
 
 
 def written_bytes(expected, original_out) -> int:
@@ -62,6 +63,19 @@ def written_bytes(expected, original_out) -> int:
             dtype = dtypes.get(path, leaf.dtype)
             total += leaf.numel() * dtype.itemsize
     return total
+
+
+def memory_of(value) -> tuple | None:
+    """Where a tensor argument's elements live (storage, offset, shape, strides): a call that
+    changes it rebound the argument object, and the caller's memory holds no result."""
+    if not isinstance(value, torch.Tensor) or value.device.type == "meta":
+        return None
+    return (
+        value.untyped_storage().data_ptr(),
+        value.storage_offset(),
+        tuple(value.shape),
+        value.stride(),
+    )
 
 
 def aliased_outputs(out, args) -> list[int]:
@@ -121,6 +135,7 @@ class LocalRunner:
 
     def once(self, args) -> Run:
         clones = shapes.clone_args(args)
+        places = [memory_of(c) for c in clones]
         mode = AuditMode()
         before = audit.launch_count()
         out = self.call(self.entry, clones, self.who, mode, clone=False, under_test=self.under_test)
@@ -131,6 +146,7 @@ class LocalRunner:
             mode.compute_ops,
             audit.launch_count() - before,
             aliased_outputs(out, clones),
+            [i for i, (c, p) in enumerate(zip(clones, places)) if memory_of(c) != p],
         )
 
 
@@ -204,7 +220,7 @@ class RemoteRunner:
                 sent if isinstance(v, Unchanged) else wire.decode(v, self.device)
                 for sent, v in zip(args, r.args_after)
             )
-            decoded.append(Run(r.config, output, after, r.ops, r.launches, r.aliases))
+            decoded.append(Run(r.config, output, after, r.ops, r.launches, r.aliases, r.rebound))
         return decoded
 
 
@@ -227,6 +243,7 @@ def compact_runs(args, runs: list[Run]) -> list[CandidateRun]:
                 sorted(r.ops),
                 r.launches,
                 r.aliases,
+                r.rebound,
             )
         )
     return compact

@@ -259,15 +259,56 @@ def scaled(args, kind: str, seed: int):
             x = x * 1e-4
         elif kind == "mixed":
             x = x * torch.pow(10.0, torch.empty(x.shape).uniform_(-3, 3, generator=g))
-        elif kind == "neg-inf":
+        elif kind in ("neg-inf", "pos-inf"):
             mask = torch.rand(x.shape, generator=g) < 0.02
-            x = torch.where(mask, torch.full_like(x, float("-inf")), x)
+            inf = float("-inf") if kind == "neg-inf" else float("inf")
+            x = torch.where(mask, torch.full_like(x, inf), x)
         out.append(x.to(device=a.device, dtype=a.dtype).requires_grad_(a.requires_grad))
     return tuple(out)
 
 
 def clone_args(args):
-    return tuple(a.clone() if isinstance(a, torch.Tensor) else a for a in args)
+    """Copies of a case's arguments; one tensor passed twice stays one tensor. A strided view
+    comes back dense (`Tensor.clone`): an original that assumes its inputs contiguous writes out
+    of bounds on a truly strided one, which kills the worker (the interpreter's heap) or the CUDA
+    context, so the edge stage's strided inputs reach the entry as dense copies."""
+    seen: dict[int, torch.Tensor] = {}
+    out = []
+    for a in args:
+        if isinstance(a, torch.Tensor):
+            if id(a) not in seen:
+                seen[id(a)] = a.clone()
+            out.append(seen[id(a)])
+        else:
+            out.append(a)
+    return tuple(out)
+
+
+def zeroed(args, which: list[int]):
+    """The case with the arguments `which` (those the original writes: outputs, a state) all
+    zeros, as a caller's fresh buffers and a new sequence's state start."""
+    return tuple(
+        torch.zeros_like(a).requires_grad_(a.requires_grad)
+        if i in which and isinstance(a, torch.Tensor)
+        else a
+        for i, a in enumerate(args)
+    )
+
+
+HALF_SWAP = {torch.float16: torch.bfloat16, torch.bfloat16: torch.float16}
+
+
+def other_half_precision(args):
+    """The case with fp16 tensors as bf16 and bf16 as fp16 (None when it holds neither): a
+    small case in the benchmark cases' dtype, which off a GPU are never run themselves."""
+    if not any(isinstance(a, torch.Tensor) and a.dtype in HALF_SWAP for a in args):
+        return None
+    return tuple(
+        a.detach().to(HALF_SWAP[a.dtype]).requires_grad_(a.requires_grad)
+        if isinstance(a, torch.Tensor) and a.dtype in HALF_SWAP
+        else a
+        for a in args
+    )
 
 
 def describe(args) -> str:

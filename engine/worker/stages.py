@@ -19,15 +19,23 @@ from .cases import CaseSource, stage_seed
 from .compare import bitwise_equal
 from .failures import HarnessFailure
 
-STABILITY_KINDS = ("large", "small", "mixed", "neg-inf")
+STABILITY_KINDS = ("large", "small", "mixed", "neg-inf", "pos-inf")
 STABILITY_SCALE = 10.0  # tolerance multiplier for the stability stage
 
 
-def stage_inputs(cases: CaseSource, task: Task, stage: str, seed: int, full_cases: bool):
+def stage_inputs(
+    cases: CaseSource,
+    task: Task,
+    stage: str,
+    seed: int,
+    full_cases: bool,
+    writes: Callable[[], set[int]] = set,
+):
     """Every input a stage checks, lazily, as (label, args, check options). The stages run
     them; a dry run records what they would launch, so the search can compile their
     specialisations ahead of time on the CPU (`Specialize.stages`). `full_cases`: the sweep
-    and determinism stages check the benchmark cases too (GPU workers)."""
+    and determinism stages check the benchmark cases too (GPU workers). `writes`: the arguments
+    the original is known to write by then (the edge stage zeroes them)."""
     if stage == "smoke":
         for i, args in enumerate(cases.small("smoke")):
             yield f"small case {i}", args, {}
@@ -40,6 +48,9 @@ def stage_inputs(cases: CaseSource, task: Task, stage: str, seed: int, full_case
         small = cases.small("sweep")
         for i, args in enumerate(small):
             yield f"small case {i}", args, {}
+            swapped = shapes.other_half_precision(args)
+            if swapped is not None:  # the other half precision (bf16 benchmarks, fp16 small)
+                yield f"small case {i} in the other half precision", swapped, {"derived": True}
             others = small[:i] + small[i + 1 :]
             made = shapes.odd_sizes(args, blocks, stage_seed(seed, f"sweep{i}"), others=others)
             for label, variant in made:
@@ -64,6 +75,9 @@ def stage_inputs(cases: CaseSource, task: Task, stage: str, seed: int, full_case
             ]
             others = small[:i] + small[i + 1 :]
             variants += shapes.size_one(args, stage_seed(seed, f"edge{i}"), others)
+            written = sorted(writes())
+            if written:  # fresh zeroed outputs, a new sequence's zero state
+                variants.append(("written arguments zeroed", shapes.zeroed(args, written)))
             for label, variant in variants:
                 if variant is not None:
                     yield f"small case {i} {label}", variant, {"only_if_original_ok": True}
