@@ -303,7 +303,9 @@ CASES = {
         """
         SQRT_2_OVER_PI = tl.constexpr(0.7978845608028654)
         SCALE = 2.0
+        BLOCKS = [64, 128]  # read by the autotune decorator only, in Python
 
+        @triton.autotune(configs=[triton.Config({"B": b}) for b in BLOCKS], key=["n"])
         @triton.jit
         def k(x_ptr, out_ptr, n, B: tl.constexpr):
             SCALE = 3.0

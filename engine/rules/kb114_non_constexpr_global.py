@@ -39,9 +39,13 @@ def check(ctx: RuleContext):
     for kv in ctx.kernels:
         local = set(kv.params) | set(kv.assigns)
         seen: set[str] = set()
+        # Decorators run in Python at import (`configs=[... for b in BLOCKS]`): only the body is
+        # compiled, so only the body's reads matter.
+        decorating = {id(n) for d in kv.node.decorator_list for n in ast.walk(d)}
         for node in kv.nodes:
             if (
-                isinstance(node, ast.Name)
+                id(node) not in decorating
+                and isinstance(node, ast.Name)
                 and isinstance(node.ctx, ast.Load)
                 and node.id in constants
                 and node.id not in local
