@@ -134,12 +134,12 @@ def test_dispatch_variant_is_correct_on_both_sides(pool):
     ]
     choice = dispatch.best_split(cases, {"a": [1.3, 1.0], "b": [1.0, 1.4]}, ["x"])
     assert choice is not None and choice.variants == ("a", "b")
-    assert choice.feature == "{0}.shape[1]" and choice.thresholds == (33,)
+    assert choice.feature == "{0}.shape[-1]" and choice.thresholds == (33,)
     merged = dispatch.build(
         [a.source, b.source], task.kernel, task.entry, choice.feature, choice.thresholds
     )
     assert "def softmax_bucket1(" in merged and "def softmax_kernel_bucket1(" in merged
-    assert "if x.shape[1] > 33:" in merged
+    assert "if x.shape[-1] > 33:" in merged
     report = verify(pool, task, merged, "cpu")
     assert report.accepted, report.message
 
@@ -158,7 +158,7 @@ def test_dispatch_split_is_scored_on_every_case_not_on_per_case_winners():
     speedups = {"a": [1.00, 1.190, 1.58], "b": [1.21, 1.191, 1.26], "c": [1.21, 1.18, 1.26]}
     choice = dispatch.best_split(cases, speedups, ["x"])
     assert choice is not None and choice.variants == ("b", "a")
-    assert (choice.feature, choice.thresholds) == ("{0}.shape[1]", (4096,))
+    assert (choice.feature, choice.thresholds) == ("{0}.shape[-1]", (4096,))
     assert choice.speedup == pytest.approx((1.21 * 1.191 * 1.58) ** (1 / 3))
     # no split is worth a dispatch when one variant is within the margin everywhere
     assert dispatch.best_split(cases, {"a": [1.2, 1.2, 1.2], "b": [1.205, 1.2, 1.2]}, ["x"]) is None
@@ -179,7 +179,7 @@ def test_dispatch_gives_a_middle_size_its_own_bucket(pool):
     speedups = {"atomics": [2.69, 2.70, 2.61], "own": [2.87, 0.85, 2.30]}
     choice = dispatch.best_split(cases, speedups, ["x"])
     assert choice is not None and choice.variants == ("atomics", "own", "atomics")
-    assert choice.feature == "{0}.shape[1]" and choice.thresholds == (1024, 4096)
+    assert choice.feature == "{0}.shape[-1]" and choice.thresholds == (1024, 4096)
     assert choice.speedup == pytest.approx((2.87 * 2.70 * 2.61) ** (1 / 3))
     assert [dispatch.bucket_index(s[1], choice.thresholds) for s in shapes] == [1, 0, 2]
     assert (
@@ -199,9 +199,9 @@ def test_dispatch_gives_a_middle_size_its_own_bucket(pool):
         if p.knobs.get("num_warps") == 8
     )
     merged = dispatch.build(
-        [source, own.source, wide.source], task.kernel, task.entry, "{0}.shape[1]", (33, 200)
+        [source, own.source, wide.source], task.kernel, task.entry, "{0}.shape[-1]", (33, 200)
     )
-    assert "if 33 < x.shape[1] <= 200:" in merged and "if x.shape[1] > 200:" in merged
+    assert "if 33 < x.shape[-1] <= 200:" in merged and "if x.shape[-1] > 200:" in merged
     assert (
         "def col_sum_kernel_bucket1(" in merged and "def col_sum_kernel_bucket2(" not in merged
     )  # same kernel
@@ -446,7 +446,7 @@ def test_dispatch_ingredients_include_quick_timed_candidates_on_a_gpu(pool, tmp_
     search.endgame.dispatch()
     assert [n.dispatch for n in built] == [True] and built[0].parent == "lead"
     assert "dispatch(config | single-pass)" == built[0].origin
-    assert "`single-pass` where x.shape[1] > " in built[0].description
+    assert "`single-pass` where x.shape[-1] > " in built[0].description
     # a candidate the cost model ranked out was never timed: not an ingredient
     built.clear()
     stone.quick_timing, stone.outcome = None, "pruned"
@@ -475,7 +475,7 @@ def test_a_shape_every_variant_slows_runs_the_original(pool, tmp_path, monkeypat
     search.endgame.dispatch()
     assert [n.dispatch for n in built] == [True]
     assert built[0].origin == "dispatch(original | config)", built[0].origin
-    assert "`original` where x.shape[1] <= 1024" in built[0].description
+    assert "`original` where x.shape[-1] <= 1024" in built[0].description
     report = verify(pool, task, built[0].source, "cpu")
     assert report.accepted, report.message
     built.clear()
@@ -972,3 +972,25 @@ def test_a_search_starts_its_compile_workers_together_before_it_needs_them(tmp_p
         assert search.evaluator.compile_devices == ["compile:0", "compile:1"]
         assert all(fresh.worker(d).alive for d in search.evaluator.compile_devices)
         assert fresh.restarts == 0
+
+
+def test_a_dispatch_guard_reads_sizes_that_hold_for_any_rank():
+    """The guard's features are the innermost size, the rows and the element count: on a 1-D
+    input none raises, and a 3-D input dispatches on its innermost size (the hidden size), not
+    on the sequence length a `shape[1]` would read."""
+    import torch
+
+    case = CaseLaunches(
+        "2d", [], entry_args=[ArgSpec("arg0", "ptr", shape=[6, 4096], numel=6 * 4096)]
+    )
+    features = dispatch._features(case, ["x"])
+    assert set(features) == {
+        "{0}.shape[-1]", "({0}.numel() // max({0}.shape[-1], 1))", "{0}.numel()"
+    }  # fmt: skip
+    for x in (torch.empty(4096), torch.empty(6, 4096), torch.empty(2, 3, 4096), torch.empty(0, 0)):
+        for feature in features:
+            value = eval(feature.replace("{0}", "x"))  # the guard's own expression
+            assert isinstance(value, int)
+    x = torch.empty(2, 3, 4096)
+    assert eval("{0}.shape[-1]".replace("{0}", "x")) == 4096
+    assert eval("({0}.numel() // max({0}.shape[-1], 1))".replace("{0}", "x")) == 6

@@ -18,14 +18,18 @@ from ..mutate.edits import Edits
 
 
 def _features(case: CaseLaunches, params: list[str]) -> dict[str, int]:
-    """Size features of the entry's tensor arguments: innermost dimension first (row length
-    usually decides the regime), then outer ones, then element counts."""
+    """Size features of the entry's tensor arguments, in terms that hold for an input of any
+    rank: the innermost size (row length usually decides the regime), the rows (elements over
+    the innermost size) and the element count. A guard on `x.shape[1]` sent 1-D inputs the
+    original accepted to an IndexError, and 3-D ones to the bucket of their sequence length."""
     out: dict[str, int] = {}
     for i, a in enumerate(case.entry_args[: len(params)]):
-        if a.kind != "ptr":
+        if a.kind != "ptr" or not a.shape:
             continue
-        for d in reversed(range(len(a.shape))):
-            out[f"{{{i}}}.shape[{d}]"] = a.shape[d]
+        inner = a.shape[-1]
+        out[f"{{{i}}}.shape[-1]"] = inner
+        if len(a.shape) >= 2:
+            out[f"({{{i}}}.numel() // max({{{i}}}.shape[-1], 1))"] = a.numel // max(inner, 1)
         out[f"{{{i}}}.numel()"] = a.numel
     return out
 
@@ -37,7 +41,7 @@ class Choice:
     the threshold before it); the last bucket takes the rest. Neighbouring buckets differ."""
 
     variants: tuple[str, ...]
-    feature: str  # e.g. "{0}.shape[1]": the entry's first argument's innermost dimension
+    feature: str  # e.g. "{0}.shape[-1]": the entry's first argument's innermost dimension
     thresholds: tuple[int, ...]
     speedup: float
 
@@ -135,7 +139,7 @@ def build(
 ) -> str | None:
     """The first bucket's module with every other bucket's launcher (and kernel, where it differs
     from the first's) added under numbered names, and its entry dispatching to them by
-    `feature` (e.g. "{0}.shape[1]") against `thresholds` (see `Choice`)."""
+    `feature` (e.g. "{0}.shape[-1]") against `thresholds` (see `Choice`)."""
     base_tree = ast.parse(sources[0])
     top_a = _top(base_tree)
     entry_a = top_a.get(entry)
