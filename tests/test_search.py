@@ -989,8 +989,8 @@ def test_a_dispatch_guard_reads_sizes_that_hold_for_any_rank():
     }  # fmt: skip
     for x in (torch.empty(4096), torch.empty(6, 4096), torch.empty(2, 3, 4096), torch.empty(0, 0)):
         for feature in features:
-            value = eval(feature.replace("{0}", "x"))  # the guard's own expression
+            value = eval(feature.replace("{0}", "x"), {"x": x})  # the guard's own expression
             assert isinstance(value, int)
-    x = torch.empty(2, 3, 4096)
-    assert eval("{0}.shape[-1]".replace("{0}", "x")) == 4096
-    assert eval("({0}.numel() // max({0}.shape[-1], 1))".replace("{0}", "x")) == 6
+    seq = {"x": torch.empty(2, 3, 4096)}  # batch 2, sequence 3, hidden 4096
+    assert eval("{0}.shape[-1]".replace("{0}", "x"), seq) == 4096
+    assert eval("({0}.numel() // max({0}.shape[-1], 1))".replace("{0}", "x"), seq) == 6
