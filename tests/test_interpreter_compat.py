@@ -4,6 +4,7 @@ process that runs them as the CPU worker does; what the layer does not cover say
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -104,3 +105,29 @@ def test_a_kernels_own_error_is_the_kernels_with_its_line(pool, kind):
     assert not report.accepted and report.reason == "exception", report.message
     assert error in report.message and f"at line {line} (`{new.strip()}`)" in report.message
     assert "interpreter" not in report.message.split("\n")[0]
+
+
+def test_device_guards_and_side_streams_do_nothing_without_a_gpu():
+    """Launchers written for several GPUs (`with torch.cuda.device(i):`, `device_of(x)`) and a
+    check overlapped on a side stream (`with torch.cuda.stream(None):`) run on the interpreter;
+    torch's own `isinstance(d, torch.cuda.device)` still needs the guard to be a type."""
+    code = (
+        "import torch\n"
+        "from kernelbrain.engine.worker.interpreter_compat import install_device_guards\n"
+        "install_device_guards(); install_device_guards()\n"
+        "x = torch.ones(3)\n"
+        "with torch.cuda.device(x.device.index), torch.cuda.device_of(x):\n"
+        "    with torch.cuda.stream(None):\n"
+        "        y = x + 1\n"
+        "assert isinstance(torch.cuda.device_of(x), torch.cuda.device)\n"
+        "print(float(y.sum()))\n"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "CUDA_VISIBLE_DEVICES": ""},
+        timeout=120,
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout.strip() == "6.0"

@@ -329,14 +329,31 @@ def install_device_guards() -> None:
     """`with torch.cuda.device(x.device.index):` (and `torch.cuda.device_of(x)`), written in
     launchers so a launch lands on its input's GPU, raise for a CPU tensor; on the interpreter
     and in a compile worker's dry runs there is no GPU to pick, so the guard does nothing."""
-    import contextlib
-
     import torch
 
-    if torch.cuda.is_available():
+    if torch.cuda.is_available() or getattr(torch.cuda.device, "_kernelbrain_guard", False):
         return
-    torch.cuda.device = lambda device=None: contextlib.nullcontext()
-    torch.cuda.device_of = lambda obj=None: contextlib.nullcontext()
+
+    # Subclasses, not functions: torch itself asks `isinstance(d, torch.cuda.device)` (inside
+    # `torch.cuda.stream(...)`), which needs a type.
+    class device(torch.cuda.device):
+        _kernelbrain_guard = True
+
+        def __init__(self, device=None):
+            self.idx = -1
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            return False
+
+    class device_of(device):
+        def __init__(self, obj=None):
+            self.idx = -1
+
+    torch.cuda.device = device
+    torch.cuda.device_of = device_of
 
 
 def install() -> None:
