@@ -20,7 +20,7 @@ class FakeClock:
 
 def test_the_wall_budget_counts_from_when_the_wait_began():
     clock = FakeClock(110.0)
-    meter = Meter(Budget(wall_s=60.0, started_at=100.0), clock=clock)
+    meter = Meter(Budget(wall_s=60.0, started_at=100.0), clock=clock, exit_s=0.0)
     assert meter.tick().wall_s == 10.0  # the ten seconds before the search object existed count
     meter.reserve(15.0)
     assert meter.left_s() == 35.0 and meter.wall_left_s() == 50.0
@@ -29,6 +29,18 @@ def test_the_wall_budget_counts_from_when_the_wait_began():
     clock.now = 170.0
     assert meter.wall_left_s() == 0.0
     assert Meter(Budget(wall_s=60.0), clock=clock).tick().wall_s == 0.0  # no start: from now
+
+
+def test_the_search_leaves_the_command_time_to_exit_within_the_budget():
+    """Storing the result and stopping the workers happen after the search, inside the user's
+    wait: the search's own time is the budget less that allowance."""
+    clock = FakeClock(0.0)
+    meter = Meter(Budget(wall_s=30.0, started_at=0.0), clock=clock, exit_s=2.0)
+    assert meter.wall_left_s() == 28.0 and meter.left_s() == 28.0
+    clock.now = 28.0
+    assert meter.exhausted().kind is StopKind.WALL
+    tiny = Meter(Budget(wall_s=2.0, started_at=0.0), clock=FakeClock(0.0), exit_s=2.0)
+    assert tiny.wall_left_s() == 1.0  # never less than half a tiny budget
 
 
 def test_the_process_start_is_read_from_the_kernel_not_from_our_first_import():

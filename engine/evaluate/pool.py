@@ -445,7 +445,12 @@ class WorkerPool:
         return [w.proc.pid for w in self._workers.values() if w.alive and w.proc is not None]
 
     def close(self) -> None:
-        for w in self._workers.values():
+        """Stop every worker: all are told at once (EOF on their pipes) and then awaited, so
+        the user waits for the slowest interpreter shutdown, not for their sum."""
+        workers = list(self._workers.values())
+        for w in workers:
+            w.close_pipes()
+        for w in workers:
             w.stop()
 
     def kill(self) -> None:

@@ -47,12 +47,20 @@ class Stop:
 
 CANCELLED = Stop(StopKind.CANCELLED)
 
+# Wall seconds the command needs after the search ends (storing the result, stopping the
+# workers; a second on an idle 2-core machine, more on a loaded one), kept out of the search's
+# own time so that the user's whole wait holds the budget.
+EXIT_ALLOWANCE_S = 2.0
+
 
 class Meter:
     """Tracks spending against a budget; says which limit ran out."""
 
-    def __init__(self, budget: Budget, clock=time.monotonic):
+    def __init__(self, budget: Budget, clock=time.monotonic, exit_s: float = EXIT_ALLOWANCE_S):
         self.budget = budget
+        # What the search itself may spend: the budget less the command's exit, never below
+        # half the budget (tiny budgets in tests).
+        self._search_s = max(budget.wall_s / 2, budget.wall_s - exit_s)
         self.spent = Spent()
         self._clock = clock
         # The user's wait starts when the command did (`Budget.started_at`), not when the search
@@ -96,7 +104,7 @@ class Meter:
     def exhausted(self) -> Stop | None:
         self.tick()
         b, s = self.budget, self.spent
-        if s.wall_s >= b.wall_s - self._reserve_s:
+        if s.wall_s >= self._search_s - self._reserve_s:
             return Stop(StopKind.WALL)
         if b.gpu_s is not None and s.gpu_s >= b.gpu_s:
             return Stop(StopKind.GPU)
@@ -106,10 +114,10 @@ class Meter:
 
     def wall_left_s(self) -> float:
         """Wall seconds before the budget ends, the end game's reserve included."""
-        return max(0.0, self.budget.wall_s - self.tick().wall_s)
+        return max(0.0, self._search_s - self.tick().wall_s)
 
     def left_s(self) -> float:
-        return max(0.0, self.budget.wall_s - self._reserve_s - self.tick().wall_s)
+        return max(0.0, self._search_s - self._reserve_s - self.tick().wall_s)
 
     def out_of_candidates(self) -> bool:
         cap = self.budget.max_candidates
