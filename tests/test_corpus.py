@@ -65,6 +65,7 @@ def test_the_corpus_covers_what_real_projects_write():
         "a launch under a device guard": "with torch.cuda.device(",
         "a kernel made by assignment": "= triton.jit(_",
         "a package-relative import": "from ._shapes import",
+        "a custom operator launching through wrap_triton": "torch.library.wrap_triton(",
     }
     for shape, mark in shapes.items():
         assert any(mark in t for t in text.values()), shape
@@ -132,6 +133,7 @@ LAUNCH_SHAPES = {
     "warmup, then the compiled kernel launched": ("softmax_warmup.py", "softmax_kernel"),
     "under torch.cuda.device, options in an opaque **dict": ("l2_norm.py", "l2norm_fwd_kernel"),
     "kernel made by assignment, in a package": ("rotary/rope.py", "_rope_fwd"),
+    "custom operator, launched through wrap_triton": ("kl_div.py", "kl_div_kernel"),
 }
 LAUNCH_MUTATORS = ("config", "autotune", "autotune-space")
 
@@ -249,3 +251,25 @@ def test_inputs_the_original_fails_are_reported_not_skipped_silently(corpus, poo
     assert fails and "column-major" in fails[0] and "left out" in fails[0], result.notes
     assert any(n.startswith("the reference refuses") for n in result.notes), result.notes
     assert sum(s.skipped for s in result.stages) >= 2
+
+
+def test_a_custom_operator_launching_through_wrap_triton_is_followed(corpus, pool, tmp_path):
+    """`@torch.library.triton_op(...)` around `torch.library.wrap_triton(kernel)[grid](...)`:
+    `init` finds the operator as the launcher, and a shape dispatch between two kernel variants
+    launches each bucket's own kernel through wrap_triton while registering the operator once
+    (a copied decorator would register its name twice and fail the import)."""
+    from kernelbrain.engine.search import shape_dispatch
+    from kernelbrain.engine.task.scaffold import plan
+
+    shutil.copy(CORPUS / "kl_div.py", tmp_path)  # no harness there yet
+    assert plan(tmp_path / "kl_div.py", "kl_div_kernel").entry == "kl_div_rows"
+    task = find_task(corpus / "kl_div.py", "kl_div_kernel")
+    source = (corpus / "kl_div.py").read_text()
+    (site,) = [s for k in parse_module(source).index.kernels for s in k.launch_sites]
+    assert site.launcher == "kl_div_rows" and site.grid == "(rows,)"
+    other = source.replace("tl.exp(logq)", "tl.exp2(logq * 1.4426950408889634)")
+    merged = shape_dispatch.build([source, other], task.kernel, task.entry, "{0}.shape[-1]", (100,))
+    assert merged.count("@torch.library.triton_op(") == 1
+    assert "torch.library.wrap_triton(kl_div_kernel_bucket1)[(rows,)](" in merged
+    report = verify(pool, task, merged, "cpu", timing=False)
+    assert report.accepted, report.message

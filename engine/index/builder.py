@@ -416,12 +416,7 @@ class _Indexer:
         calls = [(c, scope, "launch") for c, scope in self._subscript_calls]
         calls += [(c, scope, "warmup") for c, scope in self._warmup_calls]
         for call, scope, how in sorted(calls, key=lambda c: (c[0].lineno, c[0].col_offset)):
-            target = call.func.value  # type: ignore[attr-defined]
-            name = (
-                target.id
-                if isinstance(target, ast.Name)
-                else (target.attr if isinstance(target, ast.Attribute) else None)
-            )
+            name = launched_name(call.func.value)  # type: ignore[attr-defined]
             if name not in kernel_names:
                 continue
             keywords = [k for k in call.keywords if k.arg]
@@ -527,3 +522,21 @@ class _Indexer:
             launchers=sorted({s.launcher for s in sites if s.launcher}),
             docstring=ast.get_docstring(fn),
         )
+
+
+def launched_name(target: ast.expr) -> str | None:
+    """The kernel a launch `target[grid](...)` names: `kernel`, `module.kernel`, or the kernel
+    handed to `torch.library.wrap_triton(kernel)` (a custom operator's launch, traceable by
+    torch.compile), which launches it unchanged when run eagerly."""
+    if isinstance(target, ast.Call) and target.args and len(target.args) == 1:
+        f = target.func
+        wrapper = (
+            f.id if isinstance(f, ast.Name) else (f.attr if isinstance(f, ast.Attribute) else "")
+        )
+        if wrapper == "wrap_triton":
+            target = target.args[0]
+    if isinstance(target, ast.Name):
+        return target.id
+    if isinstance(target, ast.Attribute):
+        return target.attr
+    return None

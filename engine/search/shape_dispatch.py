@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import ast
 import itertools
+import re
 from dataclasses import dataclass
 
 from ..api.facts import CaseLaunches
@@ -160,22 +161,30 @@ def build(
             return None
         lines = source.splitlines()
 
-        def text_of(node: ast.stmt) -> str:
+        def text_of(node: ast.stmt, decorated: bool = True) -> str:
             first = (
                 node.decorator_list[0].lineno
-                if getattr(node, "decorator_list", None)
+                if decorated and getattr(node, "decorator_list", None)
                 else node.lineno
             )
             return "\n".join(lines[first - 1 : node.end_lineno])
 
         bucket_entry, bucket_kernel = f"{entry}_bucket{i}", f"{kernel}_bucket{i}"
         same_kernel = ast.dump(top_a.get(kernel)) == ast.dump(top_b.get(kernel))  # type: ignore[arg-type]
-        launcher = text_of(entry_b).replace(f"def {entry}(", f"def {bucket_entry}(", 1)
+        # The bucket's launcher is called from inside the decorated entry, so the entry's
+        # decorators already apply; copied, one that registers a name (a custom operator's
+        # `@torch.library.triton_op("ns::op")`) would register it twice and fail the import.
+        launcher = text_of(entry_b, decorated=False).replace(
+            f"def {entry}(", f"def {bucket_entry}(", 1
+        )
         if not same_kernel:
             added.append(
                 text_of(top_b[kernel]).replace(f"def {kernel}(", f"def {bucket_kernel}(", 1)
             )
-            launcher = launcher.replace(f"{kernel}[", f"{bucket_kernel}[")
+            # `kernel[grid](...)` and `wrap_triton(kernel)[grid](...)` launch the bucket's kernel
+            launcher = re.sub(
+                rf"\b{re.escape(kernel)}\b(?=\s*(\[|\)\s*\[))", bucket_kernel, launcher
+            )
         added.append(launcher)
         for name, node in top_b.items():  # helpers this bucket needs that the module lacks
             if name not in known and name not in (kernel, entry):
