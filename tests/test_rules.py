@@ -438,3 +438,64 @@ def test_adding_a_rule_is_one_registration():
         assert "KB998" not in [f.code for f in found]
     finally:
         REGISTRY.pop("KB998")
+
+
+KERNEL_8192 = """
+@triton.jit
+def k(x_ptr, n, BLOCK: tl.constexpr):
+    cols = tl.arange(0, BLOCK)
+    tl.store(x_ptr + cols, tl.load(x_ptr + cols, mask=cols < n) * 2, mask=cols < n)
+"""
+
+
+@pytest.mark.parametrize(
+    "launch, fires",
+    [
+        ("k[(1,)](x, n, BLOCK=8192)", True),
+        ("k[(1,)](x, n, BLOCK=8192, **make_config(n))", False),  # opaque: may hold num_warps
+        ("k[(1,)](x, n, BLOCK=8192, **LAUNCH)", False),  # LAUNCH = {"num_warps": 16}
+        ("k[(1,)](x, n, BLOCK=8192, **OTHER)", True),  # OTHER = {"num_stages": 2}
+        ("config = {'num_warps': 8}\n    k[(1,)](x, n, BLOCK=8192, **config)", False),
+    ],
+)
+def test_kb111_reads_launch_options_wherever_they_are_passed(launch, fires):
+    """num_warps passed in a `**dict` (a literal one read, an opaque one given the benefit of
+    the doubt) is not a default: KB111 only fires when the default really applies."""
+    src = (
+        KERNEL_8192
+        + f"\n\ndef launch(x, n):\n    {launch}\n\n\n"
+        + 'LAUNCH = {"num_warps": 16}\nOTHER = {"num_stages": 2}\n'
+    )
+    assert ("KB111" in codes(src)) is fires
+
+
+def test_kb111_leaves_a_kernel_under_its_projects_own_autotuner_alone():
+    src = (
+        "@project_autotune(configs=CONFIGS)"
+        + KERNEL_8192
+        + ("\n\ndef launch(x, n):\n    k[(1,)](x, n, BLOCK=8192)\n")
+    )
+    assert "KB111" not in codes(src)
+
+
+@pytest.mark.parametrize(
+    "masking, fires",
+    [
+        ("x = x * mask\n    s = tl.sum(x, axis=0)", False),
+        ("s = tl.sum(x * mask.to(tl.float32), axis=0)", False),
+        ("s = tl.sum((cols < n) * x, axis=0)", False),
+        ("s = tl.sum(x * 2.0, axis=0)", True),
+        ("s = tl.sum(x * n, axis=0)", True),  # a scalar, not a mask
+    ],
+)
+def test_kb105_sees_a_mask_applied_before_the_reduction(masking, fires):
+    src = f"""
+@triton.jit
+def k(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    cols = tl.arange(0, BLOCK)
+    mask = cols < n
+    x = tl.load(x_ptr + cols, mask=mask).to(tl.float32)
+    {masking}
+    tl.store(out_ptr, s)
+"""
+    assert ("KB105" in codes(src)) is fires

@@ -12,7 +12,7 @@ from collections import defaultdict
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
-from ..index.builder import ParsedModule
+from ..index.builder import TRITON_DECORATORS, ParsedModule
 from ..index.model import Kernel, LaunchSite
 
 TL = "triton.language."
@@ -413,17 +413,13 @@ class LaunchView:
     launcher: ast.FunctionDef | None
     args: dict[str, ast.expr] = field(default_factory=dict)
     options: dict[str, ast.expr] = field(default_factory=dict)
+    # `**expr` whose keys cannot be read (a helper's return value, a parameter): any option or
+    # constexpr may come from it.
+    opaque: bool = False
+    spread: set[str] = field(default_factory=set)
     _local: dict[str, list[ast.expr]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        names = [p.name for p in self.kernel.kernel.params]
-        for name, value in zip(names, self.call.args):
-            self.args[name] = value
-        for k in self.call.keywords:
-            if k.arg in self.kernel.params:
-                self.args[k.arg] = k.value
-            elif k.arg and not (k.arg == "grid" and self.warmup):
-                self.options[k.arg] = k.value
         if self.launcher is not None:
             # A warmup launch's grid is computed before its compiled kernel's launch, later on.
             launch = self.pm.compiled_launches.get(id(self.call), self.call)
@@ -432,6 +428,40 @@ class LaunchView:
                 before = [v for v in values if v.lineno <= line]
                 if before:
                     self._local[name] = before
+        names = [p.name for p in self.kernel.kernel.params]
+        for name, value in zip(names, self.call.args):
+            self.args[name] = value
+        for k in self.call.keywords:
+            if k.arg in self.kernel.params:
+                self.args[k.arg] = k.value
+            elif k.arg and not (k.arg == "grid" and self.warmup):
+                self.options[k.arg] = k.value
+            elif k.arg is None:
+                self._spread(k.value)
+
+    def _spread(self, value: ast.expr) -> None:
+        """`**name` of a dict literal (a launcher-local or module constant: `**LAUNCH`) adds its
+        string keys to `spread` (read, never edited: the dict may serve other launches); any
+        other `**expr` (a helper's return value, a parameter) makes the launch `opaque`."""
+        d = self.resolve(value)
+        if isinstance(d, ast.Dict) and all(
+            isinstance(key, ast.Constant) and isinstance(key.value, str) for key in d.keys
+        ):
+            self.spread |= {key.value for key in d.keys}  # type: ignore[union-attr]
+        else:
+            self.opaque = True
+
+    def may_set(self, option: str) -> bool:
+        """Whether `option` (e.g. `num_warps`) may be chosen for this launch other than by its
+        default: passed at the launch, possibly in an opaque `**dict`, or left to a wrapper of
+        the kernel (an autotuner, Triton's or the project's own)."""
+        return (
+            option in self.options
+            or option in self.spread
+            or self.opaque
+            or self.kernel.kernel.autotuned
+            or any(d not in TRITON_DECORATORS for d in self.kernel.kernel.decorators)
+        )
 
     @property
     def grid(self) -> ast.expr | None:

@@ -22,17 +22,46 @@ def _is_zero(node: ast.expr) -> bool:
     return isinstance(node, ast.Constant) and node.value == 0 and not isinstance(node.value, bool)
 
 
+def _is_mask(kv, node: ast.expr, depth: int = 0) -> bool:
+    """Whether `node` is a boolean mask: a comparison, `&`/`|` of masks, a mask cast with
+    `.to(...)`, or a name only ever assigned a mask (`mask = cols < n`)."""
+    if depth > 8:
+        return False
+    if isinstance(node, ast.Compare):
+        return True
+    if isinstance(node, ast.BinOp) and isinstance(node.op, (ast.BitAnd, ast.BitOr)):
+        return _is_mask(kv, node.left, depth + 1) and _is_mask(kv, node.right, depth + 1)
+    if (
+        isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Attribute)
+        and node.func.attr == "to"
+    ):
+        return _is_mask(kv, node.func.value, depth + 1)
+    if isinstance(node, ast.Name):
+        values = kv.assigns.get(node.id, ())
+        return bool(values) and all(_is_mask(kv, v, depth + 1) for v in values)
+    return False
+
+
 def _feeding_loads(kv, expr: ast.expr, seen: set[str] | None = None) -> list[tuple[ast.Call, bool]]:
     """Loads whose values reach `expr`, each with whether they reach it unchanged.
 
-    Values that pass through `tl.where` are considered sanitised and are not followed.
+    Values that pass through `tl.where`, or are multiplied by a mask (`x * mask`, which zeroes
+    the masked-off lanes as `other=0` would), are sanitised and are not followed.
     """
     seen = seen if seen is not None else set()
     out: list[tuple[ast.Call, bool]] = []
 
+    def sanitises(node: ast.expr) -> bool:
+        return tl_name(kv.pm, node) == "where" or (
+            isinstance(node, ast.BinOp)
+            and isinstance(node.op, ast.Mult)
+            and (_is_mask(kv, node.left) or _is_mask(kv, node.right))
+        )
+
     def visit(node: ast.expr, direct: bool) -> None:
         name = tl_name(kv.pm, node)
-        if name == "where":
+        if sanitises(node):
             return
         if name == "load":
             out.append((node, direct))  # type: ignore[arg-type]
@@ -42,7 +71,7 @@ def _feeding_loads(kv, expr: ast.expr, seen: set[str] | None = None) -> list[tup
                 return
             seen.add(node.id)
             values = kv.assigns.get(node.id, ())
-            if any(tl_name(kv.pm, v) == "where" for v in values):
+            if any(sanitises(v) for v in values):
                 return  # re-masked somewhere: assume the reduction sees the sanitised value
             for v in values:
                 visit(v, direct)

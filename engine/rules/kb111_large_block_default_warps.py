@@ -14,7 +14,7 @@ LARGE = 4096
 def check(ctx: RuleContext):
     for lv in ctx.launches:
         kv = lv.kernel
-        if kv.kernel.autotuned or kv.uses("dot") or "num_warps" in lv.options:
+        if kv.uses("dot") or lv.may_set("num_warps"):
             continue
         for dim in kv.arange_bounds():
             arg = lv.args.get(dim)
