@@ -54,3 +54,34 @@ def test_the_process_start_is_read_from_the_kernel_not_from_our_first_import():
     age = float(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                                check=True, timeout=60).stdout)  # fmt: skip
     assert 2.0 <= age < 30.0, age
+
+
+def test_gpu_busy_share_counts_from_the_first_candidate_and_overlaps_once():
+    """The original's check before any candidate does not count; overlapping GPU calls count
+    once; the idle time between calls (compiles, the CPU) is what lowers the share."""
+    from kernelbrain.engine.api.budget import Spent
+    from kernelbrain.engine.cli.report_text import busy_words
+
+    clock = FakeClock(0.0)
+    meter = Meter(Budget(wall_s=100.0, started_at=0.0), clock=clock)
+
+    def gpu_call(start: float, end: float) -> None:
+        clock.now = start
+        with meter.gpu_clock():
+            clock.now = end
+
+    gpu_call(0.0, 10.0)  # the original's check and timing
+    assert meter.gpu_busy_share() is None
+    clock.now = 20.0
+    meter.candidate_on_gpu()
+    gpu_call(20.0, 26.0)
+    clock.now = 28.0
+    with meter.gpu_clock():  # a call inside another: its seconds are already busy
+        gpu_call(28.5, 29.0)
+        clock.now = 30.0
+    clock.now = 40.0  # idle: waiting on compiles
+    share = meter.gpu_busy_share()
+    assert share == (6.0 + 2.0) / 20.0
+    assert meter.spent.gpu_s == 10.0 + 6.0 + 0.5 + 2.0  # charged time is per call
+    assert "busy 40%" in busy_words(Spent(gpu_busy_share=share))
+    assert busy_words(Spent()) == ""  # off a GPU: no claim at all

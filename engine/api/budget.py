@@ -49,3 +49,7 @@ class Spent(msgspec.Struct):
     candidates: int = 0
     llm_tokens: int = 0
     llm_dollars: float = 0.0
+    # Share of the wall time from the first candidate's first GPU work to the end during which
+    # the GPU had work (a harness, a timing, a dry run); None off a GPU or before a candidate
+    # reached it. What is not busy is time the GPU waited on compiles, the CPU or the LLM.
+    gpu_busy_share: float | None = None

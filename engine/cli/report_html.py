@@ -10,6 +10,7 @@ import html
 import io
 
 from ..api.results import SearchResult, is_win
+from .report_text import busy_words
 
 OUTCOME_COLOURS = {
     "verified": "#2a9d3f",
@@ -238,7 +239,7 @@ pre{{background:#f6f6f6;padding:8px;overflow:auto;font-size:12px}} .diff{{color:
 .counts{{display:flex;gap:2em;align-items:flex-start}} .cases{{font-size:13px}}</style></head><body>
 <h1>{esc(result.kernel)}</h1>
 <p><code>{esc(result.file)}</code> · {esc(kind)} · {summary}</p>
-<p>Spent {spent.wall_s:.0f} s of {result.budget.limits.wall_s:.0f} s wall, {spent.gpu_s:.0f} s GPU, {spent.candidates} candidates; stopped: {esc(result.stopped)}.</p>
+<p>Spent {spent.wall_s:.0f} s of {result.budget.limits.wall_s:.0f} s wall, {spent.gpu_s:.0f} s GPU{esc(busy_words(spent))}, {spent.candidates} candidates; stopped: {esc(result.stopped)}.</p>
 <div class="counts">{counts_html}</div>
 {"".join(f"<p><em>{esc(n)}</em></p>" for n in result.notes)}
 <h2>Faster variants</h2>

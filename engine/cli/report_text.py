@@ -152,7 +152,7 @@ def print_search(result, out: Console | None = None) -> None:
     spent, limits = result.budget.spent, result.budget.limits
     out.print(
         f"stopped: {result.stopped}\nspent: {spent.wall_s:.0f} s of {limits.wall_s:.0f} s, "
-        f"{spent.candidates} candidates, {spent.gpu_s:.0f} s GPU"
+        f"{spent.candidates} candidates, {spent.gpu_s:.0f} s GPU{busy_words(spent)}"
     )
     out.print(counts_table(result.candidates))
     wins = [v for v in result.variants if is_win(v)]
@@ -177,3 +177,10 @@ def print_search(result, out: Console | None = None) -> None:
         out.print(best.diff, markup=False, highlight=False)
     for note in result.notes:
         out.print(f"[dim]note: {note}[/]")
+
+
+def busy_words(spent) -> str:
+    """How busy the GPU was once candidates reached it, in words; "" off a GPU."""
+    if spent.gpu_busy_share is None:
+        return ""
+    return f" (busy {spent.gpu_busy_share:.0%} of the time after the first candidate reached it)"

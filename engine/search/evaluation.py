@@ -194,6 +194,8 @@ class Evaluator:
         A candidate's call times out after a floor plus a multiple of what the original's own
         check of those stages took (`candidate_timeout`): one that hangs ends in seconds."""
         timeout = None
+        if source is not None and self.gpu:
+            self.meter.candidate_on_gpu()
         if source is not None and self.original_stage_s:
             seconds = sum(self.original_stage_s.get(s, 0.0) for s in stages)
             timeout = candidate_timeout(seconds, self.device)

@@ -68,6 +68,9 @@ class Meter:
         self._start = budget.started_at if budget.started_at is not None else clock()
         # Wall time held back from the generations for the end game; released when it starts.
         self._reserve_s = 0.0
+        # When the GPU had work (start, end), and when the first candidate's GPU work began.
+        self._gpu_busy: list[tuple[float, float]] = []
+        self._candidates_from: float | None = None
 
     def tick(self) -> Spent:
         self.spent.wall_s = self._clock() - self._start
@@ -91,7 +94,31 @@ class Meter:
             yield
         finally:
             if on_gpu:
-                self.charge_gpu(self._clock() - t0)
+                t1 = self._clock()
+                self.charge_gpu(t1 - t0)
+                self._gpu_busy.append((t0, t1))
+
+    def candidate_on_gpu(self) -> None:
+        """A candidate's GPU work starts now (the busy share counts from the first)."""
+        if self._candidates_from is None:
+            self._candidates_from = self._clock()
+
+    def gpu_busy_share(self) -> float | None:
+        """The share of wall time since the first candidate's GPU work during which the GPU had
+        work (overlapping calls counted once); None before any candidate reached a GPU."""
+        start = self._candidates_from
+        if start is None:
+            return None
+        now = self._clock()
+        if now <= start:
+            return None
+        busy, reached = 0.0, start
+        for t0, t1 in sorted(self._gpu_busy):
+            t0, t1 = max(t0, reached), min(t1, now)
+            if t1 > t0:
+                busy += t1 - t0
+                reached = t1
+        return min(1.0, busy / (now - start))
 
     def admit(self, force: bool = False) -> bool:
         """Count one more candidate, unless the cap is reached (then False, nothing counted);

@@ -98,6 +98,7 @@ def search_result(
     cases = root.spec.cases if root and root.spec else []
     case_bytes, case_flops = case_bytes_and_flops(cases, root.source if root else "")
     spent = meter.tick()
+    spent.gpu_busy_share = meter.gpu_busy_share()
     if llm is not None:
         spent.llm_tokens, spent.llm_dollars = llm.tokens, round(llm.dollars, 6)
         ledger.notes.extend(n for n in llm.notices if n not in ledger.notes)

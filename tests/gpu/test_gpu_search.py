@@ -42,3 +42,6 @@ def test_a_gpu_search_times_judges_and_keeps_its_budget(tmp_path):
     for v in result.variants:
         assert v.measured and len(v.per_case) == 3, v
     assert result.budget.spent.wall_s <= BUDGET_S * 1.05, result.budget.spent
+    # the GPU's busy share once candidates reached it: a share, said in the result
+    share = result.budget.spent.gpu_busy_share
+    assert share is not None and 0.0 < share <= 1.0, result.budget.spent
