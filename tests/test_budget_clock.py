@@ -85,3 +85,36 @@ def test_gpu_busy_share_counts_from_the_first_candidate_and_overlaps_once():
     assert meter.spent.gpu_s == 10.0 + 6.0 + 0.5 + 2.0  # charged time is per call
     assert "busy 40%" in busy_words(Spent(gpu_busy_share=share))
     assert busy_words(Spent()) == ""  # off a GPU: no claim at all
+
+
+def test_an_original_check_the_budget_cannot_hold_exits_2_with_a_figure(tmp_path):
+    """A harness whose reference takes longer than the whole budget: the check is cut at the
+    budget, and the command exits 2 saying how long it ran and what budget to give, instead of
+    running past the budget and blaming the original."""
+    import json
+    import shutil
+    import time
+    from pathlib import Path
+
+    examples = Path(__file__).resolve().parent.parent / "examples"
+    shutil.copytree(examples, tmp_path / "ws", ignore=shutil.ignore_patterns(".kernelbrain"))
+    gelu = tmp_path / "ws" / "ops" / "gelu.py"
+    text = gelu.read_text()
+    assert "def gelu_ref(" in text
+    gelu.write_text(
+        text.replace("def gelu_ref(", "def _gelu_ref(")
+        + "\n\ndef gelu_ref(x):\n    import time\n\n    time.sleep(60)\n"
+        + "    return _gelu_ref(x)\n"
+    )
+    start = time.monotonic()
+    proc = subprocess.run(
+        [sys.executable, "-m", "kernelbrain.engine.cli.main", "optimize",
+         "ops/gelu.py::gelu_kernel", "--device", "cpu", "--budget", "15s", "--json"],
+        capture_output=True, text=True, cwd=tmp_path / "ws", timeout=120,
+    )  # fmt: skip
+    wall = time.monotonic() - start
+    assert proc.returncode == 2, (proc.stdout[-1500:], proc.stderr[-1500:])
+    error = json.loads(proc.stdout)["error"]["message"]
+    assert "checking the original needs more than this 15 s budget" in error, error
+    assert "--budget " in error
+    assert wall <= 15 * 1.05 + 3, f"{wall:.1f} s on a 15 s budget"

@@ -14,7 +14,7 @@ from .. import protocol as m
 from ..api import facts
 from ..evaluate.devices import is_gpu
 from ..evaluate.pool import JUDGE_PREFIX, STARTUP_TIMEOUT_S, WorkerDied, WorkerPool
-from ..evaluate.verify import candidate_timeout, run_harness, time_ab
+from ..evaluate.verify import candidate_timeout, harness_timeout, run_harness, time_ab
 from ..evaluate.work_floor import WorkFloor, held_to_floor
 from ..task.spec import Task
 from .ledger import Ledger
@@ -194,6 +194,10 @@ class Evaluator:
         A candidate's call times out after a floor plus a multiple of what the original's own
         check of those stages took (`candidate_timeout`): one that hangs ends in seconds."""
         timeout = None
+        if source is None:
+            # The original's check fits in what the budget has left, like every other call: a
+            # check that cannot finish in it is the user's to know at once (`check_original`).
+            timeout = self.within_budget(harness_timeout(self.device))
         if source is not None and self.gpu:
             self.meter.candidate_on_gpu()
         if source is not None and self.original_stage_s:
