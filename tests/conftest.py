@@ -34,14 +34,6 @@ def examples_copy(tmp_path: Path) -> Path:
     return dest
 
 
-@pytest.fixture
-def private_cache(tmp_path: Path, monkeypatch) -> Path:
-    """An empty Triton cache for the workers this test starts (they inherit the environment)."""
-    folder = tmp_path / "triton-cache"
-    monkeypatch.setenv("TRITON_CACHE_DIR", str(folder))
-    return folder
-
-
 def cache_entries(folder: Path) -> set[str]:
     """Triton's cache keeps one folder per compiled kernel specialisation (with its cubin), and
     others for the C launchers and driver helpers a GPU process builds once per signature."""

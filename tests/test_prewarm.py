@@ -15,7 +15,7 @@ from kernelbrain.engine.task import find_task
 from .conftest import EXAMPLES, cache_entries
 
 
-def test_stage_inputs_are_dry_run_and_compiled_ahead(private_cache):
+def test_stage_inputs_are_dry_run_and_compiled_ahead():
     task = find_task(EXAMPLES / "ops" / "matmul.py", "matmul_kernel")
     source = Path(task.file).read_text(encoding="utf-8")
     with WorkerPool() as pool:
@@ -41,9 +41,9 @@ def test_stage_inputs_are_dry_run_and_compiled_ahead(private_cache):
             new = smoke_keys - known
             assert prewarm.start(source, ["smoke"], known).result(timeout=600) == len(new) == 2
             assert smoke_keys <= known  # what it compiled is now known
-            entries = cache_entries(private_cache)
+            entries = cache_entries(Path(pool.triton_cache))
             assert any(
-                "matmul_kernel.cubin" in {p.name for p in (private_cache / e).iterdir()}
+                "matmul_kernel.cubin" in {p.name for p in (Path(pool.triton_cache) / e).iterdir()}
                 for e in entries
             )
             assert prewarm.start(source, ["smoke"], known).result(timeout=600) == 0
@@ -52,12 +52,12 @@ def test_stage_inputs_are_dry_run_and_compiled_ahead(private_cache):
             (compiled,) = pool.call(
                 "compile:1", m.Compile(source, task.file, [rec], sass=False), 300.0
             ).facts
-            assert compiled.ok and cache_entries(private_cache) == entries
+            assert compiled.ok and cache_entries(Path(pool.triton_cache)) == entries
         finally:
             prewarm.close()
 
 
-def test_a_candidate_that_fails_its_dry_run_only_loses_the_head_start(private_cache):
+def test_a_candidate_that_fails_its_dry_run_only_loses_the_head_start():
     task = find_task(EXAMPLES / "ops" / "gelu.py", "gelu_kernel")
     broken = (
         Path(task.file)

@@ -94,14 +94,15 @@ def scrubbed_env(device: str) -> dict[str, str]:
     return env
 
 
-def triton_cache_dir() -> str:
-    """Triton's kernel cache as this process would find it: shared, writable, by every worker
-    (the compile workers fill it for the GPU worker), whatever HOME the sandbox gives them."""
-    given = os.environ.get("TRITON_CACHE_DIR")
-    if given:
-        return given
-    base = os.environ.get("TRITON_HOME") or os.path.expanduser("~")
-    return os.path.join(base, ".triton", "cache")
+def private_triton_cache() -> str:
+    """A Triton kernel cache of its own for one pool's workers (or one profiled program).
+
+    Never the user's (`~/.triton/cache`): every Triton process of the user trusts that folder
+    and loads what it holds, native code included (the C launchers and driver helpers Triton
+    builds there), so a candidate that could write it would run its code outside the sandbox
+    the next time any Triton program starts. The price is a cold cache per run: the original's
+    kernels compile again (seconds), candidates' are new anyway."""
+    return tempfile.mkdtemp(prefix="kb-triton-")
 
 
 def _memory_limit_bytes() -> int:
@@ -165,8 +166,9 @@ def _spawn(argv: list[str], **kw) -> subprocess.Popen:
 class WorkerProcess:
     """One worker process and its pipes."""
 
-    def __init__(self, device: str):
+    def __init__(self, device: str, triton_cache: str):
         self.device = device
+        self.triton_cache = triton_cache  # shared with the pool's other workers, no one else
         self.proc: subprocess.Popen | None = None
         self.info: m.Ready | None = None
         self._stderr: collections.deque[str] = collections.deque(maxlen=300)
@@ -186,7 +188,7 @@ class WorkerProcess:
         self._workdir = tempfile.mkdtemp(prefix="kb-worker-")
         env = scrubbed_env(self.device)
         env["KERNELBRAIN_WORKDIR"] = self._workdir
-        cache = triton_cache_dir()
+        cache = self.triton_cache
         os.makedirs(cache, exist_ok=True)
         env["TRITON_CACHE_DIR"] = cache
         to_child_r, to_child_w = os.pipe()
@@ -383,6 +385,8 @@ class WorkerPool:
     """
 
     def __init__(self) -> None:
+        # The compile workers fill it for the GPU runner; removed with the pool.
+        self.triton_cache = private_triton_cache()
         self._workers: dict[str, WorkerProcess] = {}
         self._locks: dict[str, threading.Lock] = collections.defaultdict(threading.Lock)
         self.restarts = 0
@@ -390,7 +394,7 @@ class WorkerPool:
 
     def worker(self, device: str) -> WorkerProcess:
         if device not in self._workers:
-            self._workers[device] = WorkerProcess(device)
+            self._workers[device] = WorkerProcess(device, self.triton_cache)
         return self._workers[device]
 
     def call(self, device: str, request, timeout_s: float, on_progress=None):
@@ -452,12 +456,20 @@ class WorkerPool:
             w.close_pipes()
         for w in workers:
             w.stop()
+        self._remove_cache()
 
     def kill(self) -> None:
         """Stop everything now (cancellation): running calls end with WorkerDied, new ones fail."""
         self.killed = True
         for w in list(self._workers.values()):
             w.kill()
+        self._remove_cache()
+
+    def _remove_cache(self) -> None:
+        """Remove the pool's Triton cache once no worker of it runs (links in it are removed,
+        never followed)."""
+        if not any(w.alive for w in self._workers.values()):
+            shutil.rmtree(self.triton_cache, ignore_errors=True)
 
     def __enter__(self) -> "WorkerPool":
         return self

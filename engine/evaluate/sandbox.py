@@ -10,8 +10,9 @@ program) runs inside bubblewrap (`bwrap`), a tool made for exactly this:
   kills every process left in it (a `setsid` + fork cannot outlive the run);
 - the whole filesystem read-only (/tmp included: workspaces and test folders live there), a
   private temporary folder and home (`TMPDIR` and `HOME` in its scratch folder), and well-known
-  credential stores of the real home hidden; writable only: its own scratch folder and Triton's
-  kernel cache (which the compile workers fill for the GPU worker);
+  credential stores of the real home hidden; writable only: its own scratch folder and its
+  pool's private Triton cache (which the compile workers fill for the GPU worker; never the
+  user's, see `pool.private_triton_cache`);
 - no capabilities, no new privileges (bwrap sets `PR_SET_NO_NEW_PRIVS`), a new session (no
   terminal to inject keystrokes into), and it dies with the engine process that started it;
 - on a GPU, the NVIDIA device nodes bound into an otherwise minimal /dev.

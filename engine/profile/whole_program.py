@@ -19,7 +19,6 @@ import msgspec
 
 from ..api.secrets import clean_environment
 from ..evaluate import sandbox
-from ..evaluate.pool import triton_cache_dir
 from ..index import build_index
 from ..index.files import iter_python_files
 
@@ -71,6 +70,11 @@ def run_profile(
             sys.stderr.write(f"kernelbrain: {unsandboxed}\n")
         env = clean_environment()
         env["PYTHONUNBUFFERED"] = "1"
+        # its own Triton cache, gone with the scratch folder: never the user's, which every
+        # Triton process trusts (see `pool.private_triton_cache`)
+        cache = os.path.join(d, "triton-cache")
+        os.makedirs(cache)
+        env["TRITON_CACHE_DIR"] = cache
         argv, env = sandbox.command(
             [
                 sys.executable,
@@ -83,7 +87,7 @@ def run_profile(
             ],
             env,
             d,
-            [triton_cache_dir()],
+            [cache],
             gpu=True,
         )
         # The script's own output goes to stderr: stdout belongs to `kernelbrain profile --json`

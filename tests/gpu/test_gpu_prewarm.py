@@ -22,7 +22,7 @@ pytestmark = pytest.mark.gpu
 
 
 @pytest.mark.parametrize("op", ["matmul", "softmax"])
-def test_gpu_harness_jit_loads_what_was_compiled_ahead(private_cache, op):
+def test_gpu_harness_jit_loads_what_was_compiled_ahead(op):
     task = find_task(EXAMPLES / "ops" / f"{op}.py", f"{op}_kernel")
     source = Path(task.file).read_text(encoding="utf-8")
     with WorkerPool() as pool:
@@ -37,11 +37,11 @@ def test_gpu_harness_jit_loads_what_was_compiled_ahead(private_cache, op):
             ahead = prewarm.start(source, list(facts.STAGES), known).result(timeout=600)
         finally:
             prewarm.close()
-        before = cache_entries(private_cache)
+        before = cache_entries(Path(pool.triton_cache))
         smoke = run_harness(pool, task, source, "cuda:0", 0, stages=["smoke"])
-        after_smoke = cache_entries(private_cache)
+        after_smoke = cache_entries(Path(pool.triton_cache))
         full = run_harness(pool, task, source, "cuda:0", 0)
-        after_full = cache_entries(private_cache)
+        after_full = cache_entries(Path(pool.triton_cache))
     print(
         f"{op}: {len(known)} benchmark + {ahead} harness specialisations compiled ahead; the GPU JIT then "
         f"compiled {len(after_smoke - before)} in smoke, {len(after_full - after_smoke)} in the other stages"

@@ -1,0 +1,89 @@
+"""Triton's cache is no way out of the sandbox. Every Triton process of the user trusts the
+user's cache and loads what it holds, native code included; so the workers never get it: each
+pool has a private cache, removed with the pool. Candidates here run past the gate (straight to
+the sandboxed harness), as if the gate had been bypassed."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from kernelbrain.engine.evaluate import sandbox
+from kernelbrain.engine.evaluate.pool import WorkerPool
+from kernelbrain.engine.evaluate.verify import run_harness
+from kernelbrain.engine.task import find_task
+
+from .attacks import BASE, at_top
+
+PLANTS = {
+    # a native helper under the key Triton builds its driver utilities in
+    "a native helper in the cache it was given": (
+        "import os as kb_os",
+        "kb_d = kb_os.path.join(kb_os.environ.get('TRITON_CACHE_DIR', '/nonexistent'), 'kbplant')",
+        "kb_os.makedirs(kb_d, exist_ok=True)",
+        "open(kb_os.path.join(kb_d, 'cuda_utils.cpython-312-x86_64-linux-gnu.so'), 'wb')"
+        ".write(b'\\x7fELF planted')",
+    ),
+    # the user's own cache, by its path
+    "a file in the user's cache, by path": (
+        "import os as kb_os",
+        "try:",
+        "    kb_os.makedirs('@USER_CACHE@/kbplant', exist_ok=True)",
+        "    open('@USER_CACHE@/kbplant/x.so', 'wb').write(b'planted')",
+        "except OSError:",
+        "    pass",
+    ),
+    # a link that a later writer of the cache would follow outside
+    "a link out of the cache": (
+        "import os as kb_os",
+        "try:",
+        "    kb_os.symlink('@OUTSIDE@', kb_os.path.join(kb_os.environ['TRITON_CACHE_DIR'], 'kblink'))",
+        "except OSError:",
+        "    pass",
+    ),
+    # state kept for the next run
+    "state for a later run": (
+        "import os as kb_os",
+        "kb_p = kb_os.path.join(kb_os.environ.get('TRITON_CACHE_DIR', '/nonexistent'), 'kbstate')",
+        "kb_n = int(open(kb_p).read()) if kb_os.path.exists(kb_p) else 0",
+        "open(kb_p, 'w').write(str(kb_n + 1))",
+    ),
+}
+
+
+def _files(folder: Path) -> list[str]:
+    return sorted(str(p.relative_to(folder)) for p in folder.rglob("*")) if folder.exists() else []
+
+
+@pytest.mark.slow
+def test_a_candidate_leaves_nothing_in_any_cache_another_process_trusts(tmp_path, monkeypatch):
+    assert sandbox.probe().available, sandbox.probe().describe()  # CI installs bubblewrap
+    user_cache, outside = tmp_path / "user-triton-cache", tmp_path / "outside"
+    user_cache.mkdir()
+    outside.mkdir()
+    (outside / "keep.txt").write_text("untouched")
+    monkeypatch.setenv("TRITON_CACHE_DIR", str(user_cache))  # what the user's Triton uses
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    for f in BASE.parent.iterdir():
+        if f.is_file():
+            (workspace / f.name).write_bytes(f.read_bytes())
+    task = find_task(workspace / "softmax.py", "softmax_kernel")
+    private = []
+    for run in range(2):  # a second pool: nothing kept from the first
+        with WorkerPool() as pool:
+            private.append(Path(pool.triton_cache))
+            assert private[-1] != user_cache and not str(private[-1]).startswith(str(user_cache))
+            for name, lines in PLANTS.items():
+                source = at_top(*lines).replace("@USER_CACHE@", str(user_cache))
+                source = source.replace("@OUTSIDE@", str(outside))
+                result = run_harness(pool, task, source, "cpu")
+                assert result.stage != "load", f"{name}: {result.message[:300]}"
+            planted = private[-1] / "kbstate"
+            assert planted.read_text() == "1", "each pool starts from an empty cache"
+        assert not private[-1].exists(), "the pool's cache is removed with it"
+    assert _files(user_cache) == [], "the user's cache got something"
+    assert _files(outside) == ["keep.txt"] and (outside / "keep.txt").read_text() == "untouched"
+    assert os.environ["TRITON_CACHE_DIR"] == str(user_cache)
