@@ -36,6 +36,12 @@ SECRET_PREFIXES = (
 KEY_PATTERN = re.compile(
     r"\b(sk-[A-Za-z0-9_-]{16,}|gh[pousr]_[A-Za-z0-9]{20,}|AKIA[0-9A-Z]{16}|hf_[A-Za-z0-9]{20,})"
 )
+# Terminal control: CSI and OSC escape sequences, other escapes, and every C0/C1 control but
+# newline and tab (a carriage return rewrites the line it is on). Text from user code printed
+# with them could forge an "ACCEPTED" line, retitle the terminal or hide what came before.
+CONTROL = re.compile(
+    r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)?|\x1b.?|[\x00-\x08\x0b-\x1f\x7f-\x9f]"
+)
 MIN_SECRET_CHARS = 6  # shorter values ("1", "yes") would redact ordinary words
 MESSAGE_LIMIT = 4000  # characters of one message from user code that are kept
 REDACTED = "[redacted]"
@@ -69,13 +75,36 @@ def configured() -> list[str]:
     return sorted(values, key=len, reverse=True)
 
 
+def encodings(value: str) -> list[str]:
+    """`value` as text smuggled out of a sandbox may spell it: itself, hex (either case) and
+    base64 (standard and URL-safe, at each of the three byte alignments it can start at; the
+    characters that depend on its neighbours left out)."""
+    import base64
+    import binascii
+
+    raw = value.encode()
+    out = [value, binascii.hexlify(raw).decode(), binascii.hexlify(raw).decode().upper()]
+    for shift in range(3):
+        for codec in (base64.b64encode, base64.urlsafe_b64encode):
+            full = codec(b"\0" * shift + raw).decode().rstrip("=")
+            core = full[
+                (shift * 4 + 2) // 3 : len(full) - 2
+            ]  # drop characters shared with neighbours
+            if len(core) >= MIN_SECRET_CHARS:
+                out.append(core)
+    return out
+
+
 def scrub(text: str, limit: int = MESSAGE_LIMIT) -> str:
-    """`text` with every configured secret and key-shaped token replaced, then truncated."""
+    """`text` without terminal control sequences, with every configured secret (in any encoding
+    of `encodings`) and key-shaped token replaced, then truncated."""
     if not text:
         return text
+    text = CONTROL.sub("", text)
     for value in configured():
-        if value in text:
-            text = text.replace(value, REDACTED)
+        for form in encodings(value):
+            if form in text:
+                text = text.replace(form, REDACTED)
     text = KEY_PATTERN.sub(REDACTED, text)
     if len(text) > limit:
         text = text[:limit] + f"… ({len(text) - limit} more characters)"

@@ -17,6 +17,8 @@ import threading
 from dataclasses import dataclass, field
 from typing import Callable
 
+from rich.markup import escape
+
 from ..api.results import SearchEvent, SearchResult
 from ..evaluate.pool import WorkerPool
 
@@ -127,12 +129,16 @@ class ProgressView:
         if self._progress is not None:
             # Keep the description inside the width the bar, percentage and clock leave.
             room = max(20, self.console.width - 30)
-            self._progress.update(self._bar, completed=e.fraction, description=_fit(text, room))
+            self._progress.update(
+                self._bar, completed=e.fraction, description=escape(_fit(text, room))
+            )
             return
         line = f"[{e.fraction * 100:3.0f}%] {text}"
         if e.kind in _LINE_EVENTS and line != self._last_line:
             self._last_line = line
-            self.console.print(_fit(line, max(40, self.console.width)), soft_wrap=True)
+            self.console.print(
+                _fit(line, max(40, self.console.width)), soft_wrap=True, markup=False
+            )
 
 
 def _fit(text: str, width: int) -> str:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 console = Console(highlight=False, soft_wrap=True)
@@ -15,10 +16,11 @@ def _status(ok: bool) -> str:
 def print_harness(task, device: str, result) -> None:
     console.print(f"[bold]{task.kernel}[/] ({task.file}) on {device}")
     if result.accepted:
-        console.print(f"harness: [green]{result.message}[/]")
+        console.print(f"harness: [green]{escape(result.message)}[/]")
     else:
         console.print(
-            f"harness: [red]failed at {result.stage}[/] ({result.reason})\n  {result.message}"
+            f"harness: [red]failed at {escape(result.stage)}[/] ({escape(result.reason)})\n"
+            f"  {escape(result.message)}"
         )
 
 
@@ -26,11 +28,12 @@ def print_verify(report) -> None:
     head = f"[bold]{report.kernel}[/] · candidate {report.candidate_id} · {report.device}"
     console.print(head)
     if report.accepted:
-        console.print(f"[green]ACCEPTED[/]: {report.message}")
+        console.print(f"[green]ACCEPTED[/]: {escape(report.message)}")
     else:
         where = f" (line {report.line})" if report.line else ""
         console.print(
-            f"[red]REJECTED[/] at {report.stage}{where}: [bold]{report.reason}[/]\n  {report.message}"
+            f"[red]REJECTED[/] at {escape(report.stage)}{where}: [bold]{escape(report.reason)}[/]\n"
+            f"  {escape(report.message)}"
         )
     if report.stages:
         console.print(
@@ -38,14 +41,14 @@ def print_verify(report) -> None:
             + ", ".join(f"{s.name} {_status(s.passed)} ({s.cases})" for s in report.stages)
         )
     for note in getattr(report, "notes", []):
-        console.print(f"note: {note}")
+        console.print(f"note: {escape(note)}")
     if report.timing is not None:
         t = Table(
             "case", "baseline ms", "candidate ms", "speedup", "95% CI", "p", "noise", "verdict"
         )
         for c in report.timing.cases:
             t.add_row(
-                c.label,
+                escape(c.label),
                 f"{c.baseline_ms:.4f}",
                 f"{c.candidate_ms:.4f}",
                 f"{c.speedup:.3f}x",
@@ -66,7 +69,7 @@ def print_bench(result, places=(), findings=(), ncu=None) -> None:
     for c in result.cases:
         place = by_label.get(c.label)
         t.add_row(
-            c.label,
+            escape(c.label),
             f"{c.median_ms:.4f}",
             f"{c.spread:.1%}",
             f"{c.gbps:.0f}",
@@ -131,7 +134,7 @@ def _variant_table(result, variants) -> Table:
     for v in variants:
         t.add_row(
             v.id[:10] + (" *" if v.id == result.best else ""),
-            v.origin[:40],
+            escape(v.origin[:40]),
             f"{v.speedup:.2f}x",
             " ".join(f"{c.speedup:.2f}" for c in v.per_case),
             "measured" if v.measured else "estimate",
@@ -151,7 +154,7 @@ def print_search(result, out: Console | None = None) -> None:
     out.print(f"[bold]{result.kernel}[/] ({result.file}) on {result.device}: {kind}")
     spent, limits = result.budget.spent, result.budget.limits
     out.print(
-        f"stopped: {result.stopped}\nspent: {spent.wall_s:.0f} s of {limits.wall_s:.0f} s, "
+        f"stopped: {escape(result.stopped)}\nspent: {spent.wall_s:.0f} s of {limits.wall_s:.0f} s, "
         f"{spent.candidates} candidates, {spent.gpu_s:.0f} s GPU{busy_words(spent)}"
     )
     out.print(counts_table(result.candidates))
@@ -162,7 +165,9 @@ def print_search(result, out: Console | None = None) -> None:
     else:
         out.print("no verified variant is faster than the original")
     if others:
-        shown = ", ".join(f"{v.id[:8]} ({v.origin[:24]}, {v.speedup:.2f}x)" for v in others[:6])
+        shown = ", ".join(
+            f"{v.id[:8]} ({escape(v.origin[:24])}, {v.speedup:.2f}x)" for v in others[:6]
+        )
         more = f" and {len(others) - 6} more" if len(others) > 6 else ""
         out.print(
             f"[dim]verified but no faster than the original: {shown}{more}[/]", highlight=False
@@ -176,7 +181,7 @@ def print_search(result, out: Console | None = None) -> None:
         out.print(best.explanation, markup=False)
         out.print(best.diff, markup=False, highlight=False)
     for note in result.notes:
-        out.print(f"[dim]note: {note}[/]")
+        out.print(f"[dim]note: {escape(note)}[/]")
 
 
 def busy_words(spent) -> str:
