@@ -166,9 +166,13 @@ def _spawn(argv: list[str], **kw) -> subprocess.Popen:
 class WorkerProcess:
     """One worker process and its pipes."""
 
-    def __init__(self, device: str, triton_cache: str):
+    def __init__(self, device: str, triton_cache: str, workspace_files: list[str] | None = None):
         self.device = device
         self.triton_cache = triton_cache  # shared with the pool's other workers, no one else
+        # Task files whose workspace's private folders and files the sandbox hides (the pool's
+        # list, read at each start); `started_for` is what the running process hides.
+        self.workspace_files = workspace_files if workspace_files is not None else []
+        self.started_for: tuple[str, ...] = ()
         self.proc: subprocess.Popen | None = None
         self.info: m.Ready | None = None
         self._stderr: collections.deque[str] = collections.deque(maxlen=300)
@@ -220,7 +224,9 @@ class WorkerProcess:
             self._workdir,
             [cache],
             gpu=on_gpu,
+            workspace_files=list(self.workspace_files),
         )
+        self.started_for = tuple(self.workspace_files)
         self.proc = _spawn(
             argv,
             pass_fds=(to_child_r, from_child_w),
@@ -387,6 +393,7 @@ class WorkerPool:
     def __init__(self) -> None:
         # The compile workers fill it for the GPU runner; removed with the pool.
         self.triton_cache = private_triton_cache()
+        self.workspace_files: list[str] = []  # task files served: their workspaces' secrets hidden
         self._workers: dict[str, WorkerProcess] = {}
         self._locks: dict[str, threading.Lock] = collections.defaultdict(threading.Lock)
         self.restarts = 0
@@ -394,7 +401,7 @@ class WorkerPool:
 
     def worker(self, device: str) -> WorkerProcess:
         if device not in self._workers:
-            self._workers[device] = WorkerProcess(device, self.triton_cache)
+            self._workers[device] = WorkerProcess(device, self.triton_cache, self.workspace_files)
         return self._workers[device]
 
     def call(self, device: str, request, timeout_s: float, on_progress=None):
@@ -430,6 +437,7 @@ class WorkerPool:
             if self.killed:
                 raise WorkerDied("cancelled", "the evaluation was cancelled")
             w = self.worker(device)
+            self._serve(w, request)
             try:
                 return w.call(request, timeout_s, on_progress, on_need)
             except WorkerDied as died:
@@ -437,6 +445,24 @@ class WorkerPool:
                     raise WorkerDied("cancelled", "the evaluation was cancelled") from died
                 self.restarts += 1
                 raise
+
+    def protect(self, file: str) -> None:
+        """Hide the private folders and files of `file`'s workspace (`sandbox.workspace_private`)
+        from every worker started from now on."""
+        file = os.path.realpath(file)
+        if file not in self.workspace_files:
+            self.workspace_files.append(file)
+
+    def _serve(self, worker: WorkerProcess, request) -> None:
+        """Before `worker` runs `request`: its task's workspace is protected, and a worker
+        started before that is restarted (its sandbox would still show them)."""
+        task = getattr(request, "task", None)
+        file = getattr(task, "file", None) or getattr(request, "file", None)
+        if not isinstance(file, str) or not file:
+            return
+        self.protect(file)
+        if worker.alive and os.path.realpath(file) not in worker.started_for:
+            worker.stop()
 
     def retire(self, device: str) -> None:
         """Stop `device`'s worker, if it runs; the next call starts a fresh one."""

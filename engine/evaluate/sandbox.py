@@ -46,6 +46,11 @@ HIDDEN_HOME_DIRS = (
     ".password-store",
 )
 HIDDEN_HOME_FILES = (".netrc", ".git-credentials", ".pypirc", ".bash_history", ".python_history")
+# What a workspace holds that its kernels never need and that may hold secrets or verdicts: the
+# repository (remotes with tokens, history), KernelBrain's own store, dotenv files. Hidden in
+# each folder from a task's file up to its repository's root.
+HIDDEN_WORKSPACE_DIRS = (".git", ".kernelbrain", ".hg", ".svn")
+HIDDEN_WORKSPACE_FILES = (".env", ".envrc", ".netrc", ".git-credentials", ".pypirc")
 PROBE_TIMEOUT_S = 20.0
 
 
@@ -132,7 +137,40 @@ def _readable_under_home(home: Path) -> list[str]:
     return sorted(out)
 
 
-def _bwrap_argv(tool: str, scratch: str, writable: list[str], gpu: bool) -> list[str]:
+def workspace_private(file: str) -> tuple[list[str], list[str]]:
+    """(folders, files) to hide from code run for a task whose file is `file`: in each folder
+    from the file's up to the first that holds a repository (or to the home folder, or `/`), the
+    folders of `HIDDEN_WORKSPACE_DIRS` and the files of `HIDDEN_WORKSPACE_FILES` (and `.env.*`).
+    The kernel's modules and its harness stay readable."""
+    folders: list[str] = []
+    files: list[str] = []
+    home = os.path.realpath(os.path.expanduser("~"))
+    here = os.path.dirname(os.path.realpath(file))
+    while True:
+        try:
+            names = os.listdir(here)
+        except OSError:
+            names = []
+        for name in names:
+            path = os.path.join(here, name)
+            if name in HIDDEN_WORKSPACE_DIRS and os.path.isdir(path) and not os.path.islink(path):
+                folders.append(path)
+            elif (
+                (name in HIDDEN_WORKSPACE_FILES or name.startswith(".env."))
+                and os.path.isfile(path)
+                and not os.path.islink(path)
+            ):
+                files.append(path)
+        parent = os.path.dirname(here)
+        if ".git" in names or ".hg" in names or here in (home, parent):
+            break
+        here = parent
+    return folders, files
+
+
+def _bwrap_argv(
+    tool: str, scratch: str, writable: list[str], gpu: bool, hidden: tuple = ((), ())
+) -> list[str]:
     argv = [
         tool,
         "--unshare-net",
@@ -168,6 +206,11 @@ def _bwrap_argv(tool: str, scratch: str, writable: list[str], gpu: bool) -> list
         for path in _readable_under_home(home):
             if any(path.startswith(str(home / d) + os.sep) for d in HIDDEN_HOME_DIRS):
                 argv += ["--ro-bind", path, path]  # the interpreter under a masked folder
+    folders, files = hidden
+    for path in folders:
+        argv += ["--tmpfs", path]
+    for path in files:
+        argv += ["--ro-bind", "/dev/null", path]
     for path in [scratch, *writable]:
         if os.path.isdir(path):
             argv += ["--bind", path, path]
@@ -175,13 +218,20 @@ def _bwrap_argv(tool: str, scratch: str, writable: list[str], gpu: bool) -> list
 
 
 def command(
-    argv: list[str], env: dict[str, str], scratch: str, writable: list[str], gpu: bool
+    argv: list[str],
+    env: dict[str, str],
+    scratch: str,
+    writable: list[str],
+    gpu: bool,
+    workspace_files: list[str] | tuple[str, ...] = (),
 ) -> tuple[list[str], dict[str, str]]:
     """(argv, env) that run `argv` in the sandbox, or unchanged where it is unavailable.
 
     `scratch` is the process's only private writable folder (it becomes its home too);
-    `writable` are shared folders it may write (Triton's cache). The environment is passed
-    explicitly (`--clearenv` + `--setenv`), so nothing of bwrap's own environment leaks in.
+    `writable` are shared folders it may write (Triton's cache); for each of
+    `workspace_files` (a task's kernel file) what `workspace_private` finds is hidden. The
+    environment is passed explicitly (`--clearenv` + `--setenv`), so nothing of bwrap's own
+    environment leaks in.
     """
     env = dict(env)
     home = os.path.join(scratch, "home")
@@ -191,7 +241,13 @@ def command(
     iso = probe()
     if not iso.available:
         return argv, env
-    wrapped = _bwrap_argv(iso.tool, scratch, writable, gpu) + ["--clearenv"]
+    folders: list[str] = []
+    files: list[str] = []
+    for f in workspace_files:
+        more_folders, more_files = workspace_private(f)
+        folders += [p for p in more_folders if p not in folders]
+        files += [p for p in more_files if p not in files]
+    wrapped = _bwrap_argv(iso.tool, scratch, writable, gpu, (folders, files)) + ["--clearenv"]
     for key, value in sorted(env.items()):
         wrapped += ["--setenv", key, value]
     wrapped += ["--"]

@@ -89,6 +89,7 @@ def run_profile(
             d,
             [cache],
             gpu=True,
+            workspace_files=[str(script)],
         )
         # The script's own output goes to stderr: stdout belongs to `kernelbrain profile --json`
         # (on an H200 an inherited stdout made that JSON unreadable).

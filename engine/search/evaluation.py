@@ -87,6 +87,8 @@ class Evaluator:
         only one compile worker, the others when its compiles spread out, and a compile worker
         takes seconds to start. A start that fails is reported by the first real call."""
 
+        self.pool.protect(self.task.file)  # started with the workspace's secrets hidden
+
         def start(role: str) -> None:
             try:
                 self.pool.call(role, m.Ping(), STARTUP_TIMEOUT_S)

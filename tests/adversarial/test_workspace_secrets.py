@@ -1,0 +1,100 @@
+"""The workspace's secrets are out of a candidate's reach, whatever it runs: its repository
+(`.git`, where remotes keep tokens), KernelBrain's store (`.kernelbrain`, verdicts and sources)
+and dotenv files, in the kernel's folder and every folder above it up to the repository's
+root. The kernel's own modules stay readable. Candidates run past the gate (straight to the
+sandboxed harness), as if the gate had been bypassed."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+
+import pytest
+
+from kernelbrain.engine.evaluate import sandbox
+from kernelbrain.engine.evaluate.pool import WorkerPool
+from kernelbrain.engine.evaluate.verify import run_harness
+from kernelbrain.engine.task import find_task
+
+from .attacks import BASE, at_top
+
+SECRET = "kb-workspace-secret-31d4"
+
+# Each reads what it can and, if anything came back, fails with it in its message; a candidate
+# that reads nothing is the honest kernel and passes.
+READERS = {
+    "by absolute path": (
+        "import os as kb_os",
+        "kb_got = []",
+        "for kb_p in ['@WS@/.env', '@WS@/.env.local', '@WS@/.git/config', '@ROOT@/.env',"
+        " '@WS@/.kernelbrain/kernelbrain.db', '@ROOT@/.git/config', '@ROOT@/.netrc']:",
+        "    try:",
+        "        kb_got.append(open(kb_p).read())",
+        "    except OSError:",
+        "        pass",
+        "if kb_got:",
+        "    raise RuntimeError('leaked: ' + ' | '.join(kb_got))",
+    ),
+    "by walking up from the kernel's own module": (
+        "import os as kb_os, sys as kb_sys",
+        "kb_got = []",
+        "for kb_m in list(kb_sys.modules.values()):",
+        "    kb_f = getattr(kb_m, '__file__', None) or ''",
+        "    if not kb_f.startswith('@ROOT@'):",
+        "        continue",
+        "    kb_d = kb_os.path.dirname(kb_f)",
+        "    for _ in range(4):",
+        "        for kb_n in ('.env', '.git/config', '.git/HEAD', '.kernelbrain/kernelbrain.db'):",
+        "            try:",
+        "                kb_got.append(open(kb_os.path.join(kb_d, kb_n)).read())",
+        "            except OSError:",
+        "                pass",
+        "        kb_d = kb_os.path.dirname(kb_d)",
+        "if kb_got:",
+        "    raise RuntimeError('leaked: ' + ' | '.join(kb_got))",
+    ),
+    # names of the hidden files may show (an empty file is bound over each); what the hidden
+    # folders held may not
+    "by listing the hidden folders": (
+        "import os as kb_os",
+        "kb_got = []",
+        "for kb_d in ['@WS@/.git', '@ROOT@/.git', '@WS@/.kernelbrain']:",
+        "    try:",
+        "        kb_got += kb_os.listdir(kb_d)",
+        "    except OSError:",
+        "        pass",
+        "if kb_got:",
+        "    raise RuntimeError('listed: ' + ' '.join(kb_got))",
+    ),
+}
+
+
+@pytest.mark.slow
+def test_a_candidate_reads_no_secret_of_the_workspace(tmp_path):
+    assert sandbox.probe().available, sandbox.probe().describe()  # CI installs bubblewrap
+    root = tmp_path / "repo"  # a repository whose kernels live in a subfolder
+    ws = root / "kernels"
+    ws.mkdir(parents=True)
+    for f in BASE.parent.iterdir():
+        if f.is_file():
+            shutil.copy(f, ws / f.name)
+    subprocess.run(["git", "init", "-q", str(root)], check=True)
+    (root / ".git" / "config").write_text(f"[remote]\n\turl = https://user:{SECRET}@example\n")
+    (root / ".env").write_text(f"PASSWORD={SECRET}\n")
+    (ws / ".env").write_text(f"TOKEN={SECRET}\n")
+    (ws / ".env.local").write_text(f"TOKEN={SECRET}\n")
+    (ws / ".kernelbrain").mkdir()
+    (ws / ".kernelbrain" / "kernelbrain.db").write_text(SECRET)
+    task = find_task(ws / "softmax.py", "softmax_kernel")
+    with WorkerPool() as pool:
+        honest = run_harness(pool, task, (ws / "softmax.py").read_text(), "cpu")
+        assert honest.accepted, honest.message  # the kernel's own files are readable
+        for name, lines in READERS.items():
+            source = at_top(*lines).replace("@WS@", str(ws)).replace("@ROOT@", str(root))
+            result = run_harness(pool, task, source, "cpu")
+            assert SECRET not in result.message, f"{name}: {result.message[:500]}"
+            assert result.accepted, (
+                f"{name}: {result.stage}/{result.reason}: {result.message[:500]}"
+            )
+    # the engine itself still sees them: only the sandbox hides them
+    assert SECRET in (ws / ".env").read_text()
