@@ -36,3 +36,14 @@ def test_every_server_setting_is_declared_by_the_extension_with_its_default():
         assert f"kernelbrain.{key}" in props, key
         assert props[f"kernelbrain.{key}"]["default"] == default, key
         assert json.loads(typed[key]) == default, key
+
+
+def test_where_the_key_goes_and_what_it_may_spend_are_the_users_settings_only():
+    """A cloned repository's `.vscode/settings.json` cannot turn the LLM on, point the stored
+    key at another host, pick the model or raise what it may spend: those settings are
+    machine-scoped, which VS Code never takes from a workspace."""
+    declared = json.loads((EXT / "package.json").read_text())["contributes"]["configuration"]
+    props = declared["properties"] if isinstance(declared, dict) else declared[0]["properties"]
+    spending = ["llm", "llmEndpoint", "llmModel", "llmMaxTokens", "llmMaxDollars", "llmConcurrency"]
+    for key in spending:
+        assert props[f"kernelbrain.{key}"].get("scope") in ("machine", "application"), key
