@@ -128,6 +128,10 @@ class ResultRegistry:
         keeps for its kernels; publish and refresh lenses when the answer comes."""
         if not state.index.launchable or self.asking(state.path) is not None:
             return
+        if not self.session.trusted:
+            # An untrusted workspace's store is never opened (a cloned repository can ship one
+            # whose rows offer "verified" variants nobody here verified); asked once trusted.
+            return
         try:
             request = asyncio.get_running_loop().create_future()
         except RuntimeError:  # not on the event loop (analysis always is; a test may not be)

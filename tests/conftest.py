@@ -15,6 +15,12 @@ EXAMPLES = REPO / "examples"
 # searches would teach each other, so a test's result would depend on the ones before it). The
 # memory's own tests turn it on in a folder of their own.
 os.environ["KERNELBRAIN_MEMORY"] = "off"
+# The key that seals stored verdicts (`engine/store/seal.py`): this test run's own, never the
+# user's (every process the tests start inherits it, so they are "this machine" to each other).
+if "KERNELBRAIN_STATE_DIR" not in os.environ:
+    import tempfile
+
+    os.environ["KERNELBRAIN_STATE_DIR"] = tempfile.mkdtemp(prefix="kb-test-state-")
 
 
 @pytest.fixture(scope="module")

@@ -106,3 +106,53 @@ def test_a_claim_whose_process_died_is_taken_over(tmp_path):
     sid = store.start_search("k1", "ops/a.py", "k", "cpu")
     assert [s["status"] for s in store.searches("ops/a.py", "k")] == ["interrupted", "running"]
     store.finish_search(sid, "finished", None)
+
+
+def test_rows_written_on_another_machine_are_not_evidence(tmp_path, monkeypatch):
+    """A store shipped in a cloned repository (or edited by hand) claims verified variants: its
+    rows carry no seal of this machine's key, so none of them is read back as a verdict."""
+    from kernelbrain.engine.store import seal
+
+    monkeypatch.setenv("KERNELBRAIN_STATE_DIR", str(tmp_path / "elsewhere"))
+    theirs = Store(tmp_path)
+    theirs.add_candidate("k", "c1", "src", "config", None, "forged", False)
+    theirs.record_outcome("k", "c1", "cpu", "full", True, None, "", {"timing": {"speedup": 9}})
+    sid = theirs.start_search("k", "f.py", "kern", "cpu")
+    theirs.finish_search(sid, "finished", {"best": "c1"})
+    assert theirs.outcomes("k", "cpu") and theirs.candidate("k", "c1")  # theirs, to them
+    theirs.close()
+    monkeypatch.setenv("KERNELBRAIN_STATE_DIR", str(tmp_path / "here"))
+    ours = Store(tmp_path)
+    assert ours.candidate("k", "c1") is None
+    assert ours.outcomes("k", "cpu") == {}
+    assert ours.latest_result("f.py", "kern") is None
+    # an edited row loses its seal too, even on the machine that wrote it
+    ours.add_candidate("k", "c2", "src", "config", None, "ours", False)
+    ours.record_outcome("k", "c2", "cpu", "full", False, "mismatch", "wrong", {})
+    ours._exec("UPDATE outcomes SET passed=1, reason=NULL WHERE candidate_id='c2'")
+    assert ours.candidate("k", "c2") is not None and ours.outcomes("k", "cpu") == {}
+    ours.close()
+    assert seal.key_dir() == tmp_path / "here"
+
+
+def test_a_store_that_is_a_link_is_not_followed(tmp_path):
+    """`.kernelbrain` pointing out of the workspace (at a database elsewhere): nothing is read
+    from it or written to it, and the user is told why this run keeps nothing."""
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    target = Store(elsewhere)
+    target.add_candidate("k", "c1", "src", "config", None, "there", False)
+    target.close()
+    before = sorted(p.name for p in (elsewhere / ".kernelbrain").iterdir())
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    (ws / ".kernelbrain").symlink_to(elsewhere / ".kernelbrain")
+    store = Store(ws)
+    assert store.notice is not None and "link" in store.notice.message
+    assert store.candidate("k", "c1") is None
+    store.add_candidate("k", "c2", "src", "config", None, "here", False)
+    store.close()
+    assert sorted(p.name for p in (elsewhere / ".kernelbrain").iterdir()) == before
+    check = Store(elsewhere)
+    assert check.candidate("k", "c2") is None and check.candidate("k", "c1") is not None
+    check.close()

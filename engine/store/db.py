@@ -22,8 +22,10 @@ from typing import Any, Iterator
 import msgspec
 
 from ..task.layout import FILENAME, FOLDER
+from .seal import seal, sealed
 
-SCHEMA_VERSION = 1
+# 2: rows that are evidence carry a seal (`seal.py`)
+SCHEMA_VERSION = 2
 
 SCHEMA = """
 CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -36,6 +38,7 @@ CREATE TABLE candidates (
     description TEXT NOT NULL DEFAULT '',
     llm INTEGER NOT NULL DEFAULT 0,
     created REAL NOT NULL,
+    seal TEXT NOT NULL DEFAULT '',
     PRIMARY KEY (kernel_key, id)
 );
 CREATE TABLE outcomes (
@@ -48,6 +51,7 @@ CREATE TABLE outcomes (
     message TEXT NOT NULL DEFAULT '',
     details TEXT NOT NULL DEFAULT '{}',
     created REAL NOT NULL,
+    seal TEXT NOT NULL DEFAULT '',
     PRIMARY KEY (kernel_key, candidate_id, device, rung)
 );
 CREATE TABLE measurements (
@@ -78,7 +82,8 @@ CREATE TABLE searches (
     started REAL NOT NULL,
     finished REAL,
     status TEXT NOT NULL,
-    result TEXT
+    result TEXT,
+    seal TEXT NOT NULL DEFAULT ''
 );
 CREATE INDEX outcomes_by_kernel ON outcomes (kernel_key, device);
 CREATE INDEX searches_by_file ON searches (file, kernel);
@@ -162,6 +167,13 @@ class Store:
         self.notice: StoreNotice | None = None
         self._lock = threading.RLock()
         self._claims: dict[int, str] = {}  # search id -> its claim's token
+        if self.folder.is_symlink() or self.path.is_symlink():
+            self._conn = self._in_memory(
+                f"{self.path} is a link: KernelBrain never follows a workspace's store out of "
+                "it (a cloned repository could point it at any database); this run keeps "
+                "nothing"
+            )
+            return
         self.folder.mkdir(parents=True, exist_ok=True)
         self._conn = self._open()
 
@@ -183,6 +195,13 @@ class Store:
             return conn
         except sqlite3.DatabaseError as exc:
             return self._rebuild(f"it is not a usable SQLite database ({exc})")
+
+    def _in_memory(self, why: str) -> sqlite3.Connection:
+        self.notice = StoreNotice(f"KernelBrain: {why}", "")
+        conn = sqlite3.connect(":memory:", check_same_thread=False, isolation_level=None)
+        self._create(conn)
+        conn.executescript(ADDITIVE)
+        return conn
 
     def _connect(self) -> sqlite3.Connection:
         conn = sqlite3.connect(self.path, timeout=10, check_same_thread=False, isolation_level=None)
@@ -246,18 +265,19 @@ class Store:
         description: str,
         llm: bool,
     ) -> None:
+        mark = seal(key, cid, source, origin, parent, description, bool(llm))
         self._exec(
-            "INSERT OR IGNORE INTO candidates VALUES (?,?,?,?,?,?,?,?)",
-            (cid, key, source, origin, parent, description, int(llm), time.time()),
+            "INSERT OR IGNORE INTO candidates VALUES (?,?,?,?,?,?,?,?,?)",
+            (cid, key, source, origin, parent, description, int(llm), time.time(), mark),
         )
 
     def candidate(self, key: str, cid: str) -> dict | None:
         row = self._exec(
-            "SELECT id, source, origin, parent, description, llm FROM candidates "
+            "SELECT id, source, origin, parent, description, llm, seal FROM candidates "
             "WHERE kernel_key=? AND id=?",
             (key, cid),
         ).fetchone()
-        if row is None:
+        if row is None or not sealed(row[6], key, cid, *row[1:5], bool(row[5])):
             return None
         return dict(zip(("id", "source", "origin", "parent", "description", "llm"), row))
 
@@ -272,19 +292,24 @@ class Store:
         message: str,
         details: Any = None,
     ) -> None:
+        text = _dumps(details)
+        mark = seal(key, cid, device, rung, bool(passed), reason, message, text)
         self._exec(
-            "INSERT OR REPLACE INTO outcomes VALUES (?,?,?,?,?,?,?,?,?)",
-            (key, cid, device, rung, int(passed), reason, message, _dumps(details), time.time()),
+            "INSERT OR REPLACE INTO outcomes VALUES (?,?,?,?,?,?,?,?,?,?)",
+            (key, cid, device, rung, int(passed), reason, message, text, time.time(), mark),
         )
 
     def outcomes(self, key: str, device: str) -> dict[str, dict[str, dict]]:
-        """candidate id -> rung -> {passed, reason, message, details}."""
+        """candidate id -> rung -> {passed, reason, message, details}; rows this machine did not
+        write (their seal does not match) are left out."""
         out: dict[str, dict[str, dict]] = {}
-        for cid, rung, passed, reason, message, details in self._exec(
-            "SELECT candidate_id, rung, passed, reason, message, details FROM outcomes "
+        for cid, rung, passed, reason, message, details, mark in self._exec(
+            "SELECT candidate_id, rung, passed, reason, message, details, seal FROM outcomes "
             "WHERE kernel_key=? AND device=?",
             (key, device),
         ):
+            if not sealed(mark, key, cid, device, rung, bool(passed), reason, message, details):
+                continue
             out.setdefault(cid, {})[rung] = {
                 "passed": bool(passed),
                 "reason": reason,
@@ -410,9 +435,14 @@ class Store:
 
     def finish_search(self, search_id: int, status: str, result: Any) -> None:
         """Record how a search ended and release its claim on the kernel."""
+        text = _dumps(result)
+        row = self._exec(
+            "SELECT kernel_key, file, kernel, device FROM searches WHERE id=?", (search_id,)
+        ).fetchone()
+        mark = seal(search_id, *row, status, text) if row else ""
         self._exec(
-            "UPDATE searches SET finished=?, status=?, result=? WHERE id=?",
-            (time.time(), status, _dumps(result), search_id),
+            "UPDATE searches SET finished=?, status=?, result=?, seal=? WHERE id=?",
+            (time.time(), status, text, mark, search_id),
         )
         token = self._claims.pop(search_id, None)
         if token is not None:
@@ -420,7 +450,10 @@ class Store:
             self._exec("DELETE FROM search_locks WHERE token=?", (token,))
 
     def searches(self, file: str | None = None, kernel: str | None = None) -> Iterator[dict]:
-        sql = "SELECT id, kernel_key, file, kernel, device, started, finished, status, result FROM searches"
+        sql = (
+            "SELECT id, kernel_key, file, kernel, device, started, finished, status, result, seal "
+            "FROM searches"
+        )
         args: tuple = ()
         if file is not None:
             sql += " WHERE file=?" + (" AND kernel=?" if kernel else "")
@@ -435,9 +468,14 @@ class Store:
             "finished",
             "status",
             "result",
+            "seal",
         )
         for row in self._exec(sql + " ORDER BY id", args):
             rec = dict(zip(cols, row))
+            mark = rec.pop("seal")
+            fields = (rec["id"], rec["kernel_key"], rec["file"], rec["kernel"], rec["device"])
+            if rec["result"] and not sealed(mark, *fields, rec["status"], rec["result"]):
+                rec["result"] = None  # not written on this machine: no evidence of anything
             rec["result"] = json.loads(rec["result"]) if rec["result"] else None
             yield rec
 
