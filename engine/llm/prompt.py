@@ -11,6 +11,7 @@ secrets and cut to size: the workspace is untrusted, and the endpoint is someone
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 
 from ..api.secrets import scrub
@@ -52,6 +53,42 @@ class Diagnosis:
 
 def _scrubbed(text: str, limit: int) -> str:
     return scrub(text, limit=limit)
+
+
+# Rejections whose message quotes what the candidate's own code wrote (an exception's text, a
+# worker's stderr, a compiler error around the candidate's lines): a candidate can put anything
+# there (a secret it read, instructions to the model), so the model is told only the reason,
+# the exception's type when it is a known one, and the line.
+CANDIDATE_WORDED = frozenset(
+    {
+        "exception", "crash", "compile-error", "load-error", "interpreter-gap", "cuda-error",
+        "illegal-memory-access", "out-of-memory", "protocol", "harness-error", "syntax-error",
+        "bad-answer", "segfault", "abort", "died",
+    }
+)  # fmt: skip
+KNOWN_ERRORS = frozenset(
+    {"CompilationError", "OutOfResources", "AcceleratorError", "InterpreterError"}
+)
+_ERROR_NAME = re.compile(r"\b([A-Z][A-Za-z]*(?:Error|Exception))\b")
+_LINE = re.compile(r"\bline (\d{1,6})\b")
+
+
+def failure_told(rung: str, reason: str, message: str) -> str:
+    """What the model is told of a rejection: `rung: reason: detail`, where the detail is the
+    engine's own words (a mismatch's counts and worst element, a timeout, a gate rule), or, for
+    a reason in CANDIDATE_WORDED, only a known exception type and a line number."""
+    if reason not in CANDIDATE_WORDED:
+        return f"{rung}: {reason}: {_scrubbed(message, FAILURE_LIMIT)}"
+    import builtins
+
+    names = [
+        n
+        for n in _ERROR_NAME.findall(message)
+        if n in KNOWN_ERRORS or isinstance(getattr(builtins, n, None), type)
+    ]
+    line = _LINE.search(message)
+    detail = (names[0] if names else "an error") + (f" at line {line.group(1)}" if line else "")
+    return f"{rung}: {reason}: {detail} (its message is not shown: the candidate wrote it)"
 
 
 def proposal_messages(ctx, diagnosis: Diagnosis) -> list[dict]:

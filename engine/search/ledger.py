@@ -8,6 +8,7 @@ from contextlib import contextmanager
 
 from ..api import facts as m
 from ..api.results import CandidateCounts, CaseValue, TrajectoryPoint
+from ..llm.prompt import failure_told
 from ..store import Store
 from .meter import Meter
 from .node import Fate, Node
@@ -92,7 +93,8 @@ class Ledger:
             return
         node.outcome = outcome
         if not passed and outcome == Fate.REJECTED:
-            node.failure = f"{rung}: {reason or outcome}: {message[:1500]}"
+            # what an LLM repair and later prompts are told: never the candidate's own words
+            node.failure = failure_told(rung, str(reason or outcome), message)
         key = str(outcome) if outcome == Fate.VERIFIED else f"{rung}:{reason or outcome}"
         self.counts.per_outcome[key] = self.counts.per_outcome.get(key, 0) + 1
         self.store.record_outcome(
