@@ -105,6 +105,13 @@ def private_triton_cache() -> str:
     return tempfile.mkdtemp(prefix="kb-triton-")
 
 
+# A worker's scratch folder (its TMPDIR and HOME: candidate modules, compiler temporaries, CUDA's
+# JIT cache) is a tmpfs of this size, and no file it writes anywhere may pass FILE_LIMIT: a
+# candidate cannot fill the disk (a 200 MB scratch fill ran unhindered before).
+SCRATCH_QUOTA_BYTES = 512 << 20
+FILE_LIMIT_BYTES = 512 << 20
+
+
 def _memory_limit_bytes() -> int:
     """Address-space cap for CPU workers: 60% of physical memory, at least 4 GiB."""
     try:
@@ -203,10 +210,11 @@ class WorkerProcess:
         limit = None if on_gpu else _memory_limit_bytes()
 
         def preexec() -> None:
-            if limit is not None:
-                import resource
+            import resource
 
+            if limit is not None:
                 resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+            resource.setrlimit(resource.RLIMIT_FSIZE, (FILE_LIMIT_BYTES, FILE_LIMIT_BYTES))
 
         unsandboxed = sandbox.notice()
         if unsandboxed:  # said once per engine process, plainly
@@ -225,6 +233,7 @@ class WorkerProcess:
             [cache],
             gpu=on_gpu,
             workspace_files=list(self.workspace_files),
+            scratch_quota=SCRATCH_QUOTA_BYTES,
         )
         self.started_for = tuple(self.workspace_files)
         self.proc = _spawn(

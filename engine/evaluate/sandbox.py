@@ -169,7 +169,12 @@ def workspace_private(file: str) -> tuple[list[str], list[str]]:
 
 
 def _bwrap_argv(
-    tool: str, scratch: str, writable: list[str], gpu: bool, hidden: tuple = ((), ())
+    tool: str,
+    scratch: str,
+    writable: list[str],
+    gpu: bool,
+    hidden: tuple = ((), ()),
+    scratch_quota: int | None = None,
 ) -> list[str]:
     argv = [
         tool,
@@ -211,7 +216,12 @@ def _bwrap_argv(
         argv += ["--tmpfs", path]
     for path in files:
         argv += ["--ro-bind", "/dev/null", path]
-    for path in [scratch, *writable]:
+    if scratch_quota is not None:
+        # a tmpfs of its own, capped: nothing of it reaches the disk, and it is gone with the
+        # sandbox's mount namespace
+        argv += ["--size", str(scratch_quota), "--tmpfs", scratch]
+        argv += ["--dir", os.path.join(scratch, "home")]
+    for path in ([] if scratch_quota is not None else [scratch]) + list(writable):
         if os.path.isdir(path):
             argv += ["--bind", path, path]
     return argv
@@ -224,12 +234,15 @@ def command(
     writable: list[str],
     gpu: bool,
     workspace_files: list[str] | tuple[str, ...] = (),
+    scratch_quota: int | None = None,
 ) -> tuple[list[str], dict[str, str]]:
     """(argv, env) that run `argv` in the sandbox, or unchanged where it is unavailable.
 
     `scratch` is the process's only private writable folder (it becomes its home too);
     `writable` are shared folders it may write (Triton's cache); for each of
-    `workspace_files` (a task's kernel file) what `workspace_private` finds is hidden. The
+    `workspace_files` (a task's kernel file) what `workspace_private` finds is hidden. With
+    `scratch_quota` (bytes) the scratch folder is a tmpfs of that size inside the sandbox
+    (for processes whose scratch the engine never reads back). The
     environment is passed explicitly (`--clearenv` + `--setenv`), so nothing of bwrap's own
     environment leaks in.
     """
@@ -247,7 +260,9 @@ def command(
         more_folders, more_files = workspace_private(f)
         folders += [p for p in more_folders if p not in folders]
         files += [p for p in more_files if p not in files]
-    wrapped = _bwrap_argv(iso.tool, scratch, writable, gpu, (folders, files)) + ["--clearenv"]
+    wrapped = _bwrap_argv(iso.tool, scratch, writable, gpu, (folders, files), scratch_quota) + [
+        "--clearenv"
+    ]
     for key, value in sorted(env.items()):
         wrapped += ["--setenv", key, value]
     wrapped += ["--"]

@@ -87,3 +87,46 @@ def test_a_candidate_leaves_nothing_in_any_cache_another_process_trusts(tmp_path
     assert _files(user_cache) == [], "the user's cache got something"
     assert _files(outside) == ["keep.txt"] and (outside / "keep.txt").read_text() == "untouched"
     assert os.environ["TRITON_CACHE_DIR"] == str(user_cache)
+
+
+FILLS = {
+    # its scratch folder (TMPDIR, HOME) is a capped tmpfs: past the cap, writes fail
+    "the scratch folder": "kb_os.environ['TMPDIR']",
+    # the one shared folder it may write: no file there may pass the file-size limit
+    "the pool's Triton cache": "kb_os.environ['TRITON_CACHE_DIR']",
+}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("where", sorted(FILLS))
+def test_a_candidate_cannot_fill_the_disk(tmp_path, where):
+    """A candidate writes 700 MB in one file: it is stopped at the cap (512 MB), and if it were
+    not, it raises to say so (the harness would reject it with that message)."""
+    assert sandbox.probe().available, sandbox.probe().describe()
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    for f in BASE.parent.iterdir():
+        if f.is_file():
+            (workspace / f.name).write_bytes(f.read_bytes())
+    task = find_task(workspace / "softmax.py", "softmax_kernel")
+    lines = (
+        "import os as kb_os",
+        "kb_chunk = b'x' * (1 << 20)",
+        "kb_n = 0",
+        "try:",
+        f"    with open(kb_os.path.join({FILLS[where]}, 'kb-fill'), 'wb') as kb_f:",
+        "        for _ in range(700):",
+        "            kb_f.write(kb_chunk)",
+        "            kb_f.flush()",
+        "            kb_n += 1",
+        "except OSError:",
+        "    pass",
+        "if kb_n >= 700:",
+        "    raise RuntimeError(f'wrote {kb_n} MB')",
+    )
+    with WorkerPool() as pool:
+        result = run_harness(pool, task, at_top(*lines), "cpu")
+        assert "wrote 700 MB" not in result.message, result.message
+        assert result.accepted, f"{result.stage}/{result.reason}: {result.message[:300]}"
+        workdirs = [w._workdir for w in pool._workers.values() if w._workdir]
+        assert workdirs and all(_files(Path(d)) in ([], ["home"]) for d in workdirs)
