@@ -7,7 +7,8 @@ from typing import NamedTuple
 
 from ..api.facts import CaseResult
 from ..task.spec import Task
-from .compare import compare
+from .bias import systematic_bias
+from .compare import Mismatch, compare
 from .failures import FatalDeviceError, HarnessFailure
 from .oracle import ORACLE_SCALES, AccuracyOracle
 from .original import OriginalBehaviour
@@ -101,6 +102,10 @@ class CaseJudge:
             baseline = self.original.baseline(args)
             original_out = self.names.of_call(baseline.output, baseline.args_after, expected)
         result = compare(out, expected, self.rtol, self.atol, scale, check_dtype_of=original_out)
+        if result.ok and self.candidate:
+            leaning = systematic_bias(out, original_out, expected, self.rtol)
+            if leaning is not None:
+                result = Mismatch("bias", leaning, result.max_abs_err, result.max_rel_err)
         note = ""
         if not result.ok and result.reason == "mismatch" and not self.candidate:
             result = self.oracle.judge_original(out, expected, scale, stage, label) or result
