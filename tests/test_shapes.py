@@ -72,3 +72,22 @@ def test_dimensions_equal_only_by_chance_change_apart():
     # Without another case nothing tells them apart: they change together, as before.
     together = shapes.odd_sizes(args, [], seed=0)
     assert all((q.shape[0] == k.shape[1]) for _, (q, k) in together if q.shape[0] != 2)
+
+
+def test_each_verification_draws_a_size_no_candidate_can_know():
+    """Odd (no power of two divides it), past every size the seeded sweep takes and the largest
+    block, within the growth bound, and different from one verification to the next."""
+    import torch
+
+    from kernelbrain.engine.worker import shapes
+
+    args = (torch.randn(8, 128), torch.randn(128))
+    seeded = {int(label.split("->")[1].split()[0]) for label, _ in shapes.odd_sizes(args, [128], 0)}
+    drawn = set()
+    for _ in range(40):
+        ((label, made),) = shapes.unpredictable_size(args, [128])
+        t = made[0].shape[1]
+        assert made[1].shape == (t,) and t % 2 == 1 and t > max(seeded | {128}), label
+        assert made[0].numel() + made[1].numel() <= shapes.MAX_GROWTH * (8 * 128 + 128)
+        drawn.add(t)
+    assert len(drawn) > 5

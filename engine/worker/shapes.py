@@ -188,6 +188,32 @@ def odd_sizes(args, blocks: list[int], seed: int, limit: int = 12, others=()):
     return cases[:limit]
 
 
+def unpredictable_size(args, blocks: list[int], others=()):
+    """One size per verification that no candidate can know in advance: for the largest size of
+    the case, an odd number (so not a multiple of any power of two, up to the largest block the
+    launches use) drawn from the OS's randomness, above every size the seeded sweep takes and the
+    largest block, and within MAX_GROWTH of the case's elements. A kernel that misbehaves only past some width, or
+    only on widths the seeded sizes never take, meets it with a chance on every verification."""
+    import random
+
+    sizes = symbols(args)
+    if not sizes:
+        return []
+    s = max(sizes)
+    base = _numel(args)
+    # past every size the seeded sweep takes (s + 1, the next prime, a block + 1)
+    lo = max(next_prime(s + 2), max(blocks, default=0) + 1) + 1
+    hi = min(2 * lo + 1, MAX_GROWTH * s)  # elements grow about as the size does
+    if hi <= lo:
+        return []
+    t = random.SystemRandom().randrange(lo, hi + 1) | 1
+    where = ties(args, s, others)[0]
+    if base and _numel(resize_shapes_only(args, s, t, where)) > MAX_GROWTH * base:
+        return []
+    g = torch.Generator().manual_seed(t)
+    return [(f"{s}->{t} (drawn for this verification)", resize(args, s, t, g, where))]
+
+
 def resize_shapes_only(args, old: int, new: int, where: set[Position] | None = None):
     """Shapes after a resize, without allocating (meta tensors)."""
     where = positions(args, old) if where is None else where

@@ -53,6 +53,7 @@ def stage_inputs(
                 yield f"small case {i} in the other half precision", swapped, {"derived": True}
             others = small[:i] + small[i + 1 :]
             made = shapes.odd_sizes(args, blocks, stage_seed(seed, f"sweep{i}"), others=others)
+            made = shapes.unpredictable_size(args, blocks, others) + made
             for label, variant in made:
                 yield f"small case {i} size {label}", variant, {"derived": True}
     elif stage == "stability":

@@ -90,6 +90,30 @@ ATTACKS: dict[str, Attack] = {
         ("smoke", "unwritten-output"),
         None,
     ),
+    # Right on every size the seeded sweep takes (the small cases' widths are 64 and 128, the
+    # seeded sizes at most 131), wrong past them: the size drawn for each verification is past
+    # them too.
+    "unwritten only past the seeded sizes": Attack(
+        edit(
+            (
+                STORE,
+                "(e / d).to(out_ptr.dtype.element_ty), mask=mask & ((n_cols <= 131) | (cols < n_cols - 1)))",
+            )
+        ),
+        ("sweep", "unwritten-output"),
+        None,
+    ),
+    # Right on widths that are multiples of 2 and on the seeded odd ones, wrong on other odd ones
+    "wrong on odd widths past the seeded ones": Attack(
+        edit(
+            (
+                STORE,
+                "tl.where((n_cols % 2 == 1) & (n_cols > 131), e / d * 1.5, e / d).to(out_ptr.dtype.element_ty), mask=mask)",
+            )
+        ),
+        ("sweep", "mismatch"),
+        None,
+    ),
     "NaN output": Attack(
         edit(
             (
