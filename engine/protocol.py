@@ -132,6 +132,7 @@ class RunCandidate(msgspec.Struct, tag="run_candidate"):
     cases: list[Value] | None  # each a case's arguments; None: only import the candidate
     repeats: int = 1
     turns: list[int | None] = []
+    ghost: bool = False  # every Triton kernel skipped, the rest run as written (`ghost.py`)
 
 
 class Unchanged(msgspec.Struct, tag="unchanged"):

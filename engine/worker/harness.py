@@ -35,6 +35,7 @@ from . import values as wire
 from .autotune_choice import AutotuneChoice
 from .case_judge import CaseJudge, PreparedCase
 from .cases import CaseSource
+from .compare import bitwise_equal
 from .failures import FatalDeviceError, HarnessFailure
 from .jit_clock import CLOCK
 from .left_out import ORIGINAL, REFERENCE, LeftOut
@@ -245,6 +246,37 @@ class Harness:
             raise
         return 1
 
+    def check_kernels_compute(self) -> None:
+        """Ghost replay (`ghost.py`): on the first smoke case, the call with every Triton kernel
+        skipped must change a result, where it changes the original's."""
+        drawn = next(iter(self.stage_inputs("smoke")), None)
+        if drawn is None:
+            return
+        _, args, _ = drawn
+        case = self.prepare("smoke", "ghost replay", args)
+        if case is None:
+            return
+        expected = self.verdict.expected(case)
+
+        def results(run: Run):
+            return self.verdict.names.of_call(run.output, run.args_after, expected)
+
+        original = LocalRunner(
+            self.call, self.choice, self.modules.original_entry, "original", under_test=False
+        )
+        if bitwise_equal(results(original.once(args)), results(original.once(args, True))):
+            return  # the original's kernels write none of its results: nothing to hold it to
+        turn = self.turn()
+        real = self.runner.run(args, 1, turn)[0]
+        ghost = self.runner.run(args, 1, turn, ghost=True)[0]
+        if bitwise_equal(results(real), results(ghost)):
+            raise HarnessFailure(
+                "kernels-unused",
+                "with its Triton kernels skipped, the candidate returns the same results bit "
+                "for bit: something other than its kernels (code around the launch: a "
+                "heuristic, a hook, the launcher) computes them",
+            )
+
     def run(self) -> tuple[HarnessResult, bool]:
         """(result, fatal): fatal means the device context is broken and the worker must exit."""
         try:
@@ -264,6 +296,8 @@ class Harness:
                         if stage == "determinism"
                         else self.check_all(stage)
                     )
+                    if stage == "smoke" and self.req.candidate is not None:
+                        self.check_kernels_compute()
                 except FatalDeviceError as f:
                     return self._failed(stage, f), True
                 except HarnessFailure as f:
@@ -335,7 +369,8 @@ def serve_run_candidate(
             for i, case in enumerate(req.cases or []):
                 turn = req.turns[i] if i < len(req.turns) else None
                 args = wire.decode(case, device)
-                done.append(compact_runs(args, h.runner.run(args, req.repeats, turn)))
+                runs = h.runner.run(args, req.repeats, turn, req.ghost)
+                done.append(compact_runs(args, runs))
     except FatalDeviceError as f:
         return failed(f.reason, f.message), True
     except HarnessFailure as f:

@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from typing import Callable
 
 import torch
@@ -31,6 +32,7 @@ from .failures import (
     short_traceback,
     site,
 )
+from .ghost import kernels_skipped
 from .interpreter_compat import code_error as own_error
 from .interpreter_compat import diagnose as diagnose_interpreter
 
@@ -114,16 +116,18 @@ class LocalRunner:
     def prepare(self) -> None:
         """Nothing to load: the entry is here."""
 
-    def run(self, args, repeats: int = 1, turn: int | None = None) -> list[Run]:
+    def run(
+        self, args, repeats: int = 1, turn: int | None = None, ghost: bool = False
+    ) -> list[Run]:
         choice = self.choice
         runs: list[Run] = []
         if turn is not None:  # the interpreter: one configuration per case, in turn
             choice.select(turn)
-            return [self.once(args) for _ in range(repeats)]
+            return [self.once(args, ghost) for _ in range(repeats)]
         want = 0
         while True:  # a GPU: every configuration the tuning keeps
             choice.select(want)
-            runs += [self.once(args) for _ in range(repeats)]
+            runs += [self.once(args, ghost) for _ in range(repeats)]
             want += 1
             if want >= choice.widest:
                 return runs
@@ -133,12 +137,16 @@ class LocalRunner:
         for i, args in enumerate(cases):
             yield self.run(args, repeats, turns[i] if turns else None)
 
-    def once(self, args) -> Run:
+    def once(self, args, ghost: bool = False) -> Run:
+        """One call on a clone of `args`; `ghost`: with every Triton kernel skipped."""
         clones = shapes.clone_args(args)
         places = [memory_of(c) for c in clones]
         mode = AuditMode()
         before = audit.launch_count()
-        out = self.call(self.entry, clones, self.who, mode, clone=False, under_test=self.under_test)
+        with kernels_skipped() if ghost else contextlib.nullcontext():
+            out = self.call(
+                self.entry, clones, self.who, mode, clone=False, under_test=self.under_test
+            )
         return Run(
             self.choice.describe(),
             out,
@@ -157,8 +165,10 @@ class RemoteRunner:
     def __init__(self, req: RunHarness, device: str, exchange: Callable[[NeedRuns], object]):
         self.req, self.device, self.exchange = req, device, exchange
 
-    def _ask(self, cases, repeats: int = 1, turns=()) -> CandidateRuns:
-        request = RunCandidate(self.req.task, self.req.candidate, cases, repeats, list(turns))
+    def _ask(self, cases, repeats: int = 1, turns=(), ghost: bool = False) -> CandidateRuns:
+        request = RunCandidate(
+            self.req.task, self.req.candidate, cases, repeats, list(turns), ghost
+        )
         answer = self.exchange(NeedRuns(request))
         if isinstance(answer, RunnerFailed):
             raise HarnessFailure(answer.kind, answer.message)
@@ -179,10 +189,12 @@ class RemoteRunner:
         if answer.failed is not None:
             raise self._failure(answer)
 
-    def run(self, args, repeats: int = 1, turn: int | None = None) -> list[Run]:
-        return next(iter(self.run_many([args], repeats, [turn])))
+    def run(
+        self, args, repeats: int = 1, turn: int | None = None, ghost: bool = False
+    ) -> list[Run]:
+        return next(iter(self.run_many([args], repeats, [turn], ghost)))
 
-    def run_many(self, cases, repeats: int = 1, turns=None):
+    def run_many(self, cases, repeats: int = 1, turns=None, ghost: bool = False):
         """The runs of each case, in order; the candidate's failure surfaces at its own case,
         after the cases before it (so the judge reports the first wrong case, as in order)."""
         cases = [tuple(args) for args in cases]
@@ -190,7 +202,7 @@ class RemoteRunner:
             sent = [wire.encode(args) for args in cases]
         except wire.WireError as exc:
             raise HarnessFailure("harness-error", f"a case holds {exc}") from exc
-        answer = self._ask(sent, repeats, turns or [None] * len(sent))
+        answer = self._ask(sent, repeats, turns or [None] * len(sent), ghost)
         got = len(answer.runs)
         if answer.failed is None and got != len(sent):
             raise HarnessFailure("bad-answer", f"the runner answered {got} of {len(sent)} cases")

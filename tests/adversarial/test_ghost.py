@@ -1,0 +1,72 @@
+"""Ghost replay: a candidate whose Triton kernels compute nothing of its results is rejected,
+wherever around the launch the real work hides (a heuristic, an autotune pre-hook, a grid
+function). The candidates run past the gate (straight to the sandboxed harness), as if the gate
+had been bypassed: the judge must hold on its own."""
+
+from __future__ import annotations
+
+import shutil
+
+import pytest
+
+from kernelbrain.engine.evaluate.verify import run_harness
+from kernelbrain.engine.task import find_task
+
+from .attacks import BASE, LAUNCH, SOURCE, STORE
+
+# The kernel keeps its loads and math but stores nothing.
+NO_STORE = SOURCE.replace(
+    "    tl.store(out_ptr + row * n_cols + cols, " + STORE, "    tl.debug_barrier()\n"
+)
+assert NO_STORE != SOURCE
+
+HIDDEN = {
+    # the answer computed in a heuristic, which runs before every launch
+    "in a heuristic": NO_STORE.replace(
+        "@triton.jit\ndef softmax_kernel(",
+        "@triton.heuristics({'KB': lambda a: a['out_ptr'].copy_(torch.softmax(a['x_ptr'], -1))"
+        " is None})\n@triton.jit\ndef softmax_kernel(",
+    ).replace("BLOCK: tl.constexpr):", "BLOCK: tl.constexpr, KB: tl.constexpr):"),
+    # the answer computed in an autotune pre-hook
+    "in an autotune pre-hook": NO_STORE.replace(
+        "@triton.jit\ndef softmax_kernel(",
+        "def kb_hook(nargs):\n    nargs['out_ptr'].copy_(torch.softmax(nargs['x_ptr'], -1))\n\n\n"
+        "@triton.autotune([triton.Config({}, num_warps=4, pre_hook=kb_hook)], key=['n_cols'])\n"
+        "@triton.jit\ndef softmax_kernel(",
+    ),
+    # the answer computed in the grid function, which runs at every launch
+    "in the grid function": NO_STORE.replace(
+        LAUNCH,
+        "    softmax_kernel[lambda meta: (out.copy_(torch.softmax(x, -1)) is not None) and (n_rows,)]"
+        "(out, x, n_cols, BLOCK=triton.next_power_of_2(n_cols))\n",
+    ),
+}
+
+
+@pytest.fixture(scope="module")
+def task(tmp_path_factory):
+    ws = tmp_path_factory.mktemp("ghost")
+    for f in BASE.parent.iterdir():
+        if f.is_file():
+            shutil.copy(f, ws / f.name)
+    return find_task(ws / "softmax.py", "softmax_kernel")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", sorted(HIDDEN))
+def test_kernels_that_compute_nothing_are_caught(pool, task, name):
+    result = run_harness(pool, task, HIDDEN[name], "cpu")
+    assert not result.accepted, f"{name}: accepted"
+    assert result.reason in ("kernels-unused", "torch-fallback"), (result.reason, result.message)
+
+
+@pytest.mark.slow
+def test_kernels_that_compute_the_result_pass_the_ghost_replay(pool, task):
+    honest = SOURCE.replace(
+        "@triton.jit\ndef softmax_kernel(",
+        "@triton.autotune([triton.Config({}, num_warps=w) for w in (2, 4)], key=['n_cols'])\n"
+        "@triton.jit\ndef softmax_kernel(",
+    )
+    for source in (SOURCE, honest):
+        result = run_harness(pool, task, source, "cpu")
+        assert result.accepted, result.message
