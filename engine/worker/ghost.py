@@ -15,6 +15,10 @@ replay.
 from __future__ import annotations
 
 import contextlib
+from typing import Callable
+
+from .compare import bitwise_equal
+from .failures import HarnessFailure
 
 _depth = 0  # ghost calls in progress (the patched runs check it)
 _installed = False
@@ -55,3 +59,17 @@ def kernels_skipped():
         yield
     finally:
         _depth -= 1
+
+
+def check(original: Callable[[bool], object], candidate: Callable[[bool], object]) -> None:
+    """Raise `kernels-unused` when the candidate's results (`candidate(skipped)`) are the same
+    bit for bit with its kernels skipped, where the original's (`original(skipped)`) are not."""
+    if bitwise_equal(original(False), original(True)):
+        return  # the original's kernels write none of its results: nothing to hold it to
+    if bitwise_equal(candidate(False), candidate(True)):
+        raise HarnessFailure(
+            "kernels-unused",
+            "with its Triton kernels skipped, the candidate returns the same results bit for "
+            "bit: something other than its kernels (code around the launch: a heuristic, a "
+            "hook, the launcher) computes them",
+        )
