@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Everything the GPU machine runs for the benchmarks, in few calls (device time is scarce).
 # Usage (on the GPU machine, repo root, wheels carried in .whl/): bench/gpu_run.sh STEP...
-#   tests          pytest -m gpu tests/gpu (KB_PYTEST_K selects; KB_PYTEST_ARGS adds flags)
+#   tests          pytest -m gpu tests/gpu (KB_PYTEST_K selects; KB_PYTEST_ARGS adds flags;
+#                  KB_TESTS_TIMEOUT seconds, default 540)
 #   search         bench/gpu_search.py $KB_SEARCH_ARGS (KB_SEARCH_TIMEOUT seconds, default 560)
 #   verify         bench/gpu_verify.py $KB_VERIFY_ARGS
 #   queue:N        run the command line in $KB_QUEUE_N on GPU N in its own process session, so it
@@ -37,7 +38,9 @@ if [ -z "${KB_INSTALLED:-}" ]; then
 fi
 for step in "$@"; do
   case "$step" in
-    tests) timeout 400 python3 -m pytest -m gpu tests/gpu -q -p no:cacheprovider ${KB_PYTEST_K:+-k "$KB_PYTEST_K"} ${KB_PYTEST_ARGS:-} 2>&1 | tee "$OUT/pytest-gpu.log" | tail -25 ;;
+    # -v: each test's name and verdict lands in the log as it ends, so a run the timeout cuts
+    # still says which tests passed and which failed (with -q a cut run said only ".....F...")
+    tests) timeout "${KB_TESTS_TIMEOUT:-540}" python3 -m pytest -m gpu tests/gpu -v -p no:cacheprovider ${KB_PYTEST_K:+-k "$KB_PYTEST_K"} ${KB_PYTEST_ARGS:-} 2>&1 | tee "$OUT/pytest-gpu.log" | tail -25 ;;
     search) timeout "${KB_SEARCH_TIMEOUT:-560}" python3 bench/gpu_search.py --out "$OUT" ${KB_SEARCH_ARGS:-} 2>&1 | tee "$OUT/gpu_search.log" ;;
     verify) timeout 400 python3 bench/gpu_verify.py --out "$OUT/gpu_verify.json" ${KB_VERIFY_ARGS:-} 2>&1 | tee "$OUT/gpu_verify.log" ;;
     queue:*)
