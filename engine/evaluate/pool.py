@@ -192,6 +192,7 @@ class WorkerProcess:
         return self.proc is not None and self.proc.poll() is None
 
     def start(self) -> m.Ready:
+        self.info = None  # until it says Ready
         self._stderr.clear()
         self._timeout_s = STARTUP_TIMEOUT_S
         self._remove_workdir()
@@ -382,6 +383,9 @@ class WorkerProcess:
         self._rfd = self._wfd = -1
 
     def stop(self) -> None:
+        if self.alive and self.info is None:
+            self.kill()  # still importing torch: it would read its pipe's EOF only after that
+            return
         if self.alive:
             self.close_pipes()  # EOF on its request pipe ends the worker's loop
             try:

@@ -123,6 +123,12 @@ class Ladder:
         deadline = None
         if not force:
             per = self.compile_s_per_candidate or DEFAULT_COMPILE_S
+            if self.meter.left_s() < per + self.verify_s():
+                # not even one candidate can be compiled and verified in what is left: compiling
+                # some anyway only ran the search past its budget (a corpus matmul, 36 s of 30)
+                for node in runnable:
+                    node.outcome = Fate.NOT_RUN
+                return []
             room = self.meter.left_s() - selection.MIN_KEEP * self.verify_s()
             fit = max(selection.MIN_KEEP, int(room * len(self.ev.compile_devices) / per))
             for node in runnable[fit:]:
