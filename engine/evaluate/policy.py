@@ -119,8 +119,9 @@ FORBIDDEN_MODULES = {
     "requests",
     "numpy",
 }
-# Dotted prefixes of torch refused for a candidate (serialisation, downloads, dispatch tricks).
-FORBIDDEN_TORCH = (
+# Dotted prefixes of torch and triton refused for a candidate (serialisation, downloads, dispatch
+# tricks, native code).
+FORBIDDEN_PREFIXES = (
     "torch.save",
     "torch.load",
     "torch.hub",
@@ -136,6 +137,11 @@ FORBIDDEN_TORCH = (
     "torch.jit",
     "torch.compile",
     "torch.fx",
+    # native code of the candidate's own: a C extension built and loaded through Triton's build
+    # helpers (gcc + dlopen), a backend's module compiler, a library loaded into torch
+    "torch.classes",
+    "triton.runtime.build",
+    "triton.backends",
 )
 FORBIDDEN_METHODS = {"numpy", "tolist", "__setattr__", "data_ptr"}
 INLINE_ASM = "inline_asm_elementwise"
@@ -475,7 +481,7 @@ def _forbidden_dotted(dotted: str | None) -> bool:
     parts = dotted.split(".")
     if any(p in FORBIDDEN_MODULES for p in parts[1:]) or parts[0] in FORBIDDEN_MODULES:
         return True
-    return any(dotted == p or dotted.startswith(p + ".") for p in FORBIDDEN_TORCH)
+    return any(dotted == p or dotted.startswith(p + ".") for p in FORBIDDEN_PREFIXES)
 
 
 def _reaches_outside(tree: ast.Module, original: ast.Module) -> Rejection | None:

@@ -387,3 +387,28 @@ def test_code_the_original_ran_at_import_stays_allowed_only_while_what_it_calls_
     plain = original.replace(helper, helper + "    torch.empty(1 << 44, dtype=torch.uint8)\n")
     rejection = static_gate(task, original, plain)
     assert rejection is not None and rejection.reason == "module-code", rejection
+
+
+@pytest.mark.parametrize(
+    "lines",
+    [
+        ("from triton.runtime import build as kb_b",),
+        ("import triton.runtime.build",),
+        ("from triton.runtime.build import compile_module_from_src",),
+        ("kb = triton.runtime.build.compile_module_from_src",),
+        ("from triton import runtime as kb_r", "kb = kb_r.build"),
+        ("from triton.backends.nvidia import driver as kb_d",),
+        ("kb = torch.classes.load_library",),
+        ("from torch import classes as kb_c",),
+    ],
+)
+def test_native_code_of_the_candidates_own_is_refused_by_the_gate(lines):
+    """Building and loading a C extension (Triton's build helpers, a backend's compiler) or a
+    library into torch runs native code that no sandbox rule of Python can watch."""
+    from kernelbrain.engine.evaluate.policy import static_gate
+
+    from .attacks import at_top
+
+    task = find_task(BASE, "softmax_kernel")
+    rejection = static_gate(task, SOURCE, at_top(*lines))
+    assert rejection is not None and rejection.reason in ("forbidden-import", "forbidden-attribute")
