@@ -8,6 +8,7 @@ Each subcommand imports what it needs inside its handler, so `kernelbrain check`
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 from typing import Sequence
@@ -465,5 +466,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_INTERRUPTED
 
 
+def run() -> None:
+    """The command line's process: main's status, and on an interruption an exit that waits
+    for nothing. What a cancelled search keeps is stored and its workers are dead by then; a
+    thread still blocked on one of them (a worker that was starting when Ctrl-C came) would
+    otherwise hold the process past the user's Ctrl-C."""
+    code = main()
+    if code == EXIT_INTERRUPTED:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+    sys.exit(code)
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    run()

@@ -49,8 +49,11 @@ HIDDEN_HOME_FILES = (".netrc", ".git-credentials", ".pypirc", ".bash_history", "
 # What a workspace holds that its kernels never need and that may hold secrets or verdicts: the
 # repository (remotes with tokens, history), KernelBrain's own store, dotenv files. Hidden in
 # each folder from a task's file up to its repository's root.
-HIDDEN_WORKSPACE_DIRS = (".git", ".kernelbrain", ".hg", ".svn")
+HIDDEN_WORKSPACE_DIRS = (".git", ".hg", ".svn")
 HIDDEN_WORKSPACE_FILES = (".env", ".envrc", ".netrc", ".git-credentials", ".pypirc")
+# In `.kernelbrain/`, the store's files are hidden (the database, its journal, copies moved
+# aside); harness drafts beside them stay readable: the harness being drafted runs from there.
+STORE_FOLDER, STORE_FILES = ".kernelbrain", "kernelbrain.db"
 PROBE_TIMEOUT_S = 20.0
 
 
@@ -140,7 +143,8 @@ def _readable_under_home(home: Path) -> list[str]:
 def workspace_private(file: str) -> tuple[list[str], list[str]]:
     """(folders, files) to hide from code run for a task whose file is `file`: in each folder
     from the file's up to the first that holds a repository (or to the home folder, or `/`), the
-    folders of `HIDDEN_WORKSPACE_DIRS` and the files of `HIDDEN_WORKSPACE_FILES` (and `.env.*`).
+    folders of `HIDDEN_WORKSPACE_DIRS`, the files of `HIDDEN_WORKSPACE_FILES` (and `.env.*`) and
+    the store's files.
     The kernel's modules and its harness stay readable."""
     folders: list[str] = []
     files: list[str] = []
@@ -161,6 +165,12 @@ def workspace_private(file: str) -> tuple[list[str], list[str]]:
                 and not os.path.islink(path)
             ):
                 files.append(path)
+        store = os.path.join(here, STORE_FOLDER)
+        if STORE_FOLDER in names and os.path.isdir(store) and not os.path.islink(store):
+            for name in os.listdir(store):
+                path = os.path.join(store, name)
+                if name.startswith(STORE_FILES) and os.path.isfile(path):
+                    files.append(path)
         parent = os.path.dirname(here)
         if ".git" in names or ".hg" in names or here in (home, parent):
             break

@@ -1,5 +1,6 @@
 """The workspace's secrets are out of a candidate's reach, whatever it runs: its repository
-(`.git`, where remotes keep tokens), KernelBrain's store (`.kernelbrain`, verdicts and sources)
+(`.git`, where remotes keep tokens), KernelBrain's store (`.kernelbrain/kernelbrain.db`,
+verdicts and sources)
 and dotenv files, in the kernel's folder and every folder above it up to the repository's
 root. The kernel's own modules stay readable. Candidates run past the gate (straight to the
 sandboxed harness), as if the gate had been bypassed."""
@@ -53,12 +54,12 @@ READERS = {
         "if kb_got:",
         "    raise RuntimeError('leaked: ' + ' | '.join(kb_got))",
     ),
-    # names of the hidden files may show (an empty file is bound over each); what the hidden
-    # folders held may not
+    # names of the hidden files may show (an empty file is bound over each, the store's too:
+    # harness drafts beside it stay readable); what the hidden folders held may not
     "by listing the hidden folders": (
         "import os as kb_os",
         "kb_got = []",
-        "for kb_d in ['@WS@/.git', '@ROOT@/.git', '@WS@/.kernelbrain']:",
+        "for kb_d in ['@WS@/.git', '@ROOT@/.git']:",
         "    try:",
         "        kb_got += kb_os.listdir(kb_d)",
         "    except OSError:",
