@@ -156,13 +156,12 @@ def workspace_private(file: str) -> tuple[list[str], list[str]]:
         except OSError:
             names = []
         for name in names:
-            path = os.path.join(here, name)
-            if name in HIDDEN_WORKSPACE_DIRS and os.path.isdir(path) and not os.path.islink(path):
+            # a link is hidden where it points (bwrap mounts over the real path)
+            path = os.path.realpath(os.path.join(here, name))
+            if name in HIDDEN_WORKSPACE_DIRS and os.path.isdir(path):
                 folders.append(path)
-            elif (
-                (name in HIDDEN_WORKSPACE_FILES or name.startswith(".env."))
-                and os.path.isfile(path)
-                and not os.path.islink(path)
+            elif (name in HIDDEN_WORKSPACE_FILES or name.startswith(".env.")) and os.path.isfile(
+                path
             ):
                 files.append(path)
         store = os.path.join(here, STORE_FOLDER)

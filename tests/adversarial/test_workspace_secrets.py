@@ -28,6 +28,7 @@ READERS = {
         "import os as kb_os",
         "kb_got = []",
         "for kb_p in ['@WS@/.env', '@WS@/.env.local', '@WS@/.git/config', '@ROOT@/.env',"
+        " '@WS@/.env.production', '@KEYS@',"
         " '@WS@/.kernelbrain/kernelbrain.db', '@ROOT@/.git/config', '@ROOT@/.netrc']:",
         "    try:",
         "        kb_got.append(open(kb_p).read())",
@@ -84,6 +85,9 @@ def test_a_candidate_reads_no_secret_of_the_workspace(tmp_path):
     (root / ".env").write_text(f"PASSWORD={SECRET}\n")
     (ws / ".env").write_text(f"TOKEN={SECRET}\n")
     (ws / ".env.local").write_text(f"TOKEN={SECRET}\n")
+    keys = tmp_path / "keys.txt"  # outside the repository, reached through a linked dotenv
+    keys.write_text(f"KEY={SECRET}\n")
+    (ws / ".env.production").symlink_to(keys)
     (ws / ".kernelbrain").mkdir()
     (ws / ".kernelbrain" / "kernelbrain.db").write_text(SECRET)
     task = find_task(ws / "softmax.py", "softmax_kernel")
@@ -92,6 +96,7 @@ def test_a_candidate_reads_no_secret_of_the_workspace(tmp_path):
         assert honest.accepted, honest.message  # the kernel's own files are readable
         for name, lines in READERS.items():
             source = at_top(*lines).replace("@WS@", str(ws)).replace("@ROOT@", str(root))
+            source = source.replace("@KEYS@", str(keys))
             result = run_harness(pool, task, source, "cpu")
             assert SECRET not in result.message, f"{name}: {result.message[:500]}"
             assert result.accepted, (
