@@ -206,6 +206,8 @@ def test_ctrl_c_while_the_original_is_checked_exits_130_interrupted(examples_cop
         [sys.executable, "-m", "kernelbrain.engine.cli.main", "optimize",
          "ops/softmax.py::softmax_kernel", "--device", "cpu", "--budget", "120s"],
         cwd=examples_copy, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        # an ignored SIGINT is inherited (an earlier test may leave it so): restore it
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )  # fmt: skip
     seen = ""
     deadline = time.monotonic() + 120

@@ -31,8 +31,17 @@ def _optimize(ws: Path, *extra: str, **kw) -> subprocess.Popen:
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        # Ctrl-C reaches it as a user's would: a child inherits an ignored SIGINT (an earlier
+        # test in this process may leave it ignored), and Python then keeps ignoring it
+        preexec_fn=_default_sigint,
         **kw,
     )
+
+
+def _default_sigint() -> None:
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 def _lines(stream) -> queue.Queue:
