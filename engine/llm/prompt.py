@@ -11,6 +11,7 @@ secrets and cut to size: the workspace is untrusted, and the endpoint is someone
 
 from __future__ import annotations
 
+import builtins
 import re
 from dataclasses import dataclass, field
 
@@ -79,8 +80,6 @@ def failure_told(rung: str, reason: str, message: str) -> str:
     a reason in CANDIDATE_WORDED, only a known exception type and a line number."""
     if reason not in CANDIDATE_WORDED:
         return f"{rung}: {reason}: {_scrubbed(message, FAILURE_LIMIT)}"
-    import builtins
-
     names = [
         n
         for n in _ERROR_NAME.findall(message)

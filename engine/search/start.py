@@ -61,12 +61,12 @@ def check_original(
         result = ev.harness(None, list(facts.STAGES), "baseline")
     if not result.accepted and result.reason == "timeout" and meter.wall_left_s() < 1.0:
         spent = meter.tick().wall_s
+        enough = max(2 * spent, spent + 60)
         raise SearchError(
             f"checking the original needs more than this {meter.budget.wall_s:.0f} s budget: "
             f"it was still in its {result.stage} stage {spent:.0f} s after the command started, "
-            f"with no time left for a single candidate. Give a budget of at least "
-            f"{max(2 * spent, spent + 60):.0f} s (`--budget {max(2 * spent, spent + 60):.0f}s`), "
-            "or fewer or smaller harness cases",
+            f"with no time left for a single candidate. Give a budget of at least {enough:.0f} s "
+            f"(`--budget {enough:.0f}s`), or fewer or smaller harness cases",
             harness=True,
         )
     if not result.accepted and result.reason == "interpreter-gap":

@@ -46,10 +46,10 @@ def _stats(got: torch.Tensor, want: torch.Tensor) -> tuple[float, float, int]:
 def systematic_bias(out, original_out, expected, rtol: float | None) -> str | None:
     """Why `out` leans off `expected` where the original does not (see the module), naming the
     result; None when it does not."""
+    outs = dict(flatten(out))
     originals = dict(flatten(original_out)) if original_out is not None else {}
     for path, want in flatten(expected):
-        got = dict(flatten(out)).get(path)
-        orig = originals.get(path)
+        got, orig = outs.get(path), originals.get(path)
         if not all(isinstance(t, torch.Tensor) for t in (got, want, orig)):
             continue
         if not want.dtype.is_floating_point or want.numel() < MIN_ELEMENTS:

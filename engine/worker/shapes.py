@@ -11,10 +11,12 @@ are sentinels, kept.
 from __future__ import annotations
 
 import math
+import random
 
 import torch
 
 MAX_GROWTH = 4  # a perturbed case may hold at most this many times the elements of its source
+_OS_RANDOM = random.SystemRandom()  # sizes no seed predicts (`unpredictable_size`)
 
 
 def _is_prime(n: int) -> bool:
@@ -192,10 +194,9 @@ def unpredictable_size(args, blocks: list[int], others=()):
     """One size per verification that no candidate can know in advance: for the largest size of
     the case, an odd number (so not a multiple of any power of two, up to the largest block the
     launches use) drawn from the OS's randomness, above every size the seeded sweep takes and the
-    largest block, and within MAX_GROWTH of the case's elements. A kernel that misbehaves only past some width, or
-    only on widths the seeded sizes never take, meets it with a chance on every verification."""
-    import random
-
+    largest block, and within MAX_GROWTH of the case's elements. A kernel that misbehaves only
+    past some width, or only on widths the seeded sizes never take, meets it on a verification
+    with a chance every time."""
     sizes = symbols(args)
     if not sizes:
         return []
@@ -206,7 +207,7 @@ def unpredictable_size(args, blocks: list[int], others=()):
     hi = min(2 * lo + 1, MAX_GROWTH * s)  # elements grow about as the size does
     if hi <= lo:
         return []
-    t = random.SystemRandom().randrange(lo, hi + 1) | 1
+    t = _OS_RANDOM.randrange(lo, hi + 1) | 1
     where = ties(args, s, others)[0]
     if base and _numel(resize_shapes_only(args, s, t, where)) > MAX_GROWTH * base:
         return []

@@ -16,6 +16,7 @@ scratch), `@MARK@` (a number in the command line of any process the attack start
 
 from __future__ import annotations
 
+import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -27,6 +28,17 @@ RETURN = "    return out\n\n\ndef softmax_ref"
 IMPORTS = "import triton.language as tl\n"
 CONTAINED = "contained"
 KERNEL = SOURCE[SOURCE.index("@triton.jit") : SOURCE.index("def softmax(x):")]
+
+
+def base_task(folder: Path):
+    """The base task in a copy of its folder made at `folder` (the softmax and its harness)."""
+    from kernelbrain.engine.task import find_task
+
+    folder.mkdir(parents=True, exist_ok=True)
+    for f in BASE.parent.iterdir():
+        if f.is_file():
+            shutil.copy(f, folder / f.name)
+    return find_task(folder / "softmax.py", "softmax_kernel")
 
 
 def edit(*pairs: tuple[str, str]) -> str:

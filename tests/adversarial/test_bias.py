@@ -3,14 +3,11 @@ candidate is held to the original's mean error per result (`engine/worker/bias.p
 
 from __future__ import annotations
 
-import shutil
-
 import pytest
 
 from kernelbrain.engine.evaluate.verify import verify
-from kernelbrain.engine.task import find_task
 
-from .attacks import BASE, STORE, edit
+from .attacks import STORE, base_task, edit
 
 LEANING = {
     # all outputs 0.005% too large: within fp32's rtol (0.01%) element by element
@@ -28,11 +25,7 @@ LEANING = {
 
 @pytest.fixture(scope="module")
 def task(tmp_path_factory):
-    ws = tmp_path_factory.mktemp("bias")
-    for f in BASE.parent.iterdir():
-        if f.is_file():
-            shutil.copy(f, ws / f.name)
-    return find_task(ws / "softmax.py", "softmax_kernel")
+    return base_task(tmp_path_factory.mktemp("bias"))
 
 
 @pytest.mark.slow

@@ -9,13 +9,12 @@ import base64
 import binascii
 import json
 import os
-import shutil
 import subprocess
 import sys
 
 import pytest
 
-from .attacks import BASE, in_launcher
+from .attacks import base_task, in_launcher
 
 SENTINEL = "kb-sentinel-5c1e0d9b7a44"  # the engine's configured key
 
@@ -42,9 +41,7 @@ FORGERIES = {
 @pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(FORGERIES))
 def test_a_candidates_message_is_printed_as_text_without_secrets(tmp_path, name):
-    for f in BASE.parent.iterdir():
-        if f.is_file():
-            shutil.copy(f, tmp_path / f.name)
+    base_task(tmp_path)
     smuggled = " ".join(_forms(SENTINEL))
     candidate = tmp_path / "candidate.py"
     candidate.write_text(in_launcher(f'raise RuntimeError("{FORGERIES[name]} {smuggled}")'))

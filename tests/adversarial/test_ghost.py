@@ -5,14 +5,11 @@ had been bypassed: the judge must hold on its own."""
 
 from __future__ import annotations
 
-import shutil
-
 import pytest
 
 from kernelbrain.engine.evaluate.verify import run_harness
-from kernelbrain.engine.task import find_task
 
-from .attacks import BASE, LAUNCH, SOURCE, STORE
+from .attacks import LAUNCH, SOURCE, STORE, base_task
 
 # The kernel keeps its loads and math but stores nothing.
 NO_STORE = SOURCE.replace(
@@ -45,11 +42,7 @@ HIDDEN = {
 
 @pytest.fixture(scope="module")
 def task(tmp_path_factory):
-    ws = tmp_path_factory.mktemp("ghost")
-    for f in BASE.parent.iterdir():
-        if f.is_file():
-            shutil.copy(f, ws / f.name)
-    return find_task(ws / "softmax.py", "softmax_kernel")
+    return base_task(tmp_path_factory.mktemp("ghost"))
 
 
 @pytest.mark.slow

@@ -13,9 +13,8 @@ import pytest
 from kernelbrain.engine.evaluate import sandbox
 from kernelbrain.engine.evaluate.pool import WorkerPool
 from kernelbrain.engine.evaluate.verify import run_harness
-from kernelbrain.engine.task import find_task
 
-from .attacks import BASE, at_top
+from .attacks import at_top, base_task
 
 PLANTS = {
     # a native helper under the key Triton builds its driver utilities in
@@ -65,12 +64,7 @@ def test_a_candidate_leaves_nothing_in_any_cache_another_process_trusts(tmp_path
     outside.mkdir()
     (outside / "keep.txt").write_text("untouched")
     monkeypatch.setenv("TRITON_CACHE_DIR", str(user_cache))  # what the user's Triton uses
-    workspace = tmp_path / "ws"
-    workspace.mkdir()
-    for f in BASE.parent.iterdir():
-        if f.is_file():
-            (workspace / f.name).write_bytes(f.read_bytes())
-    task = find_task(workspace / "softmax.py", "softmax_kernel")
+    task = base_task(tmp_path / "ws")
     private = []
     for run in range(2):  # a second pool: nothing kept from the first
         with WorkerPool() as pool:
@@ -103,12 +97,7 @@ def test_a_candidate_cannot_fill_the_disk(tmp_path, where):
     """A candidate writes 700 MB in one file: it is stopped at the cap (512 MB), and if it were
     not, it raises to say so (the harness would reject it with that message)."""
     assert sandbox.probe().available, sandbox.probe().describe()
-    workspace = tmp_path / "ws"
-    workspace.mkdir()
-    for f in BASE.parent.iterdir():
-        if f.is_file():
-            (workspace / f.name).write_bytes(f.read_bytes())
-    task = find_task(workspace / "softmax.py", "softmax_kernel")
+    task = base_task(tmp_path / "ws")
     lines = (
         "import os as kb_os",
         "kb_chunk = b'x' * (1 << 20)",

@@ -7,7 +7,6 @@ sandboxed harness), as if the gate had been bypassed."""
 
 from __future__ import annotations
 
-import shutil
 import subprocess
 
 import pytest
@@ -15,9 +14,8 @@ import pytest
 from kernelbrain.engine.evaluate import sandbox
 from kernelbrain.engine.evaluate.pool import WorkerPool
 from kernelbrain.engine.evaluate.verify import run_harness
-from kernelbrain.engine.task import find_task
 
-from .attacks import BASE, at_top
+from .attacks import at_top, base_task
 
 SECRET = "kb-workspace-secret-31d4"
 
@@ -76,10 +74,7 @@ def test_a_candidate_reads_no_secret_of_the_workspace(tmp_path):
     assert sandbox.probe().available, sandbox.probe().describe()  # CI installs bubblewrap
     root = tmp_path / "repo"  # a repository whose kernels live in a subfolder
     ws = root / "kernels"
-    ws.mkdir(parents=True)
-    for f in BASE.parent.iterdir():
-        if f.is_file():
-            shutil.copy(f, ws / f.name)
+    task = base_task(ws)
     subprocess.run(["git", "init", "-q", str(root)], check=True)
     (root / ".git" / "config").write_text(f"[remote]\n\turl = https://user:{SECRET}@example\n")
     (root / ".env").write_text(f"PASSWORD={SECRET}\n")
@@ -90,7 +85,6 @@ def test_a_candidate_reads_no_secret_of_the_workspace(tmp_path):
     (ws / ".env.production").symlink_to(keys)
     (ws / ".kernelbrain").mkdir()
     (ws / ".kernelbrain" / "kernelbrain.db").write_text(SECRET)
-    task = find_task(ws / "softmax.py", "softmax_kernel")
     with WorkerPool() as pool:
         honest = run_harness(pool, task, (ws / "softmax.py").read_text(), "cpu")
         assert honest.accepted, honest.message  # the kernel's own files are readable

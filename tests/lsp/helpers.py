@@ -115,3 +115,50 @@ def replace_text(client: LanguageClient, uri: str, text: str, version: int) -> N
 
 def doc(uri: str) -> types.TextDocumentIdentifier:
     return types.TextDocumentIdentifier(uri=uri)
+
+
+def store_measured_gelu_search(workspace: Path) -> str:
+    """A finished, measured GPU search of the examples' gelu kernel in `workspace`'s store
+    (sealed by this test run's key, as a search here would): enough for the measured view's
+    KB3xx. Returns the kernel's source as stored."""
+    import msgspec
+
+    from kernelbrain.engine.api.budget import Budget, Spent
+    from kernelbrain.engine.api.results import (
+        BaselineCase,
+        BudgetReport,
+        CandidateCounts,
+        SearchResult,
+    )
+    from kernelbrain.engine.index.builder import source_hash
+    from kernelbrain.engine.store import Store, kernel_key
+    from kernelbrain.engine.task import find_task
+
+    task = find_task(workspace / "ops" / "gelu.py", "gelu_kernel")
+    original = (workspace / "ops" / "gelu.py").read_text()
+    result = SearchResult(
+        kernel="gelu_kernel",
+        file=task.file,
+        device="cuda:0",
+        measured=True,
+        baseline=[BaselineCase("bfloat16[268435456]", 2686.0, True)],
+        variants=[],
+        best=None,
+        time_to_best_s=None,
+        budget=BudgetReport(Budget(), Spent()),
+        candidates=CandidateCounts(),
+        stopped="budget: wall time",
+        case_bytes=[1 << 30],
+        case_flops=[None],
+        ceilings={"copy_gbps": 4218.0, "bf16_tflops": 700.0},
+        original=original,
+        entry="gelu",
+        source_hash=source_hash(original),
+    )
+    store = Store(workspace)
+    sid = store.start_search(
+        kernel_key(task.file, task.kernel, source_hash(original)), task.file, task.kernel, "cuda:0"
+    )
+    store.finish_search(sid, "finished", msgspec.to_builtins(result))
+    store.close()
+    return original

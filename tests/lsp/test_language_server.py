@@ -9,7 +9,16 @@ from pathlib import Path
 import pytest_asyncio
 from lsprotocol import types
 
-from .helpers import codes, doc, open_file, replace_text, start_client, stop_client, wait_until
+from .helpers import (
+    codes,
+    doc,
+    open_file,
+    replace_text,
+    start_client,
+    stop_client,
+    store_measured_gelu_search,
+    wait_until,
+)
 
 
 @pytest_asyncio.fixture
@@ -240,46 +249,7 @@ async def test_optimize_without_a_harness_says_why(client):
 
 async def test_measured_view_diagnostics_from_a_stored_gpu_search(examples_copy, tmp_path):
     """A measured search result in the store puts KB3xx on the kernel, until the kernel changes."""
-    import msgspec
-
-    from kernelbrain.engine.api.budget import Budget, Spent
-    from kernelbrain.engine.api.results import (
-        BaselineCase,
-        BudgetReport,
-        CandidateCounts,
-        SearchResult,
-    )
-    from kernelbrain.engine.index.builder import source_hash
-    from kernelbrain.engine.store import Store, kernel_key
-    from kernelbrain.engine.task import find_task
-
-    task = find_task(examples_copy / "ops" / "gelu.py", "gelu_kernel")
-    original = (examples_copy / "ops" / "gelu.py").read_text()
-    result = SearchResult(
-        kernel="gelu_kernel",
-        file=task.file,
-        device="cuda:0",
-        measured=True,
-        baseline=[BaselineCase("bfloat16[268435456]", 2686.0, True)],
-        variants=[],
-        best=None,
-        time_to_best_s=None,
-        budget=BudgetReport(Budget(), Spent()),
-        candidates=CandidateCounts(),
-        stopped="budget: wall time",
-        case_bytes=[1 << 30],
-        case_flops=[None],
-        ceilings={"copy_gbps": 4218.0, "bf16_tflops": 700.0},
-        original=original,
-        entry="gelu",
-        source_hash=source_hash(original),
-    )
-    store = Store(examples_copy)
-    sid = store.start_search(
-        kernel_key(task.file, task.kernel, source_hash(original)), task.file, task.kernel, "cuda:0"
-    )
-    store.finish_search(sid, "finished", msgspec.to_builtins(result))
-    store.close()
+    original = store_measured_gelu_search(examples_copy)
     record = tmp_path / "imports.txt"
     client = await start_client(examples_copy, record, {"compiledView": False})
     path = examples_copy / "ops" / "gelu.py"

@@ -9,7 +9,15 @@ import time
 import pytest
 from lsprotocol import types
 
-from .helpers import codes, doc, open_file, start_client, stop_client, wait_until
+from .helpers import (
+    codes,
+    doc,
+    open_file,
+    start_client,
+    stop_client,
+    store_measured_gelu_search,
+    wait_until,
+)
 
 pytestmark = pytest.mark.slow
 
@@ -68,35 +76,7 @@ async def test_an_untrusted_workspaces_store_is_never_opened(examples_copy, tmp_
     """A cloned repository ships `.kernelbrain/kernelbrain.db` with a measured search of its
     kernel: while the workspace is untrusted the server neither shows what it claims (no KB3xx
     from it) nor touches the file (no WAL switch, no files beside it)."""
-    import msgspec
-
-    from kernelbrain.engine.api.budget import Budget, Spent
-    from kernelbrain.engine.api.results import (
-        BaselineCase,
-        BudgetReport,
-        CandidateCounts,
-        SearchResult,
-    )
-    from kernelbrain.engine.index.builder import source_hash
-    from kernelbrain.engine.store import Store, kernel_key
-    from kernelbrain.engine.task import find_task
-
-    task = find_task(examples_copy / "ops" / "gelu.py", "gelu_kernel")
-    original = (examples_copy / "ops" / "gelu.py").read_text()
-    result = SearchResult(
-        kernel="gelu_kernel", file=task.file, device="cuda:0", measured=True,
-        baseline=[BaselineCase("bfloat16[268435456]", 2686.0, True)], variants=[], best=None,
-        time_to_best_s=None, budget=BudgetReport(Budget(), Spent()),
-        candidates=CandidateCounts(), stopped="budget: wall time", case_bytes=[1 << 30],
-        case_flops=[None], ceilings={"copy_gbps": 4218.0, "bf16_tflops": 700.0},
-        original=original, entry="gelu", source_hash=source_hash(original),
-    )  # fmt: skip
-    store = Store(examples_copy)  # sealed with this test run's key: a trusted server shows it
-    sid = store.start_search(
-        kernel_key(task.file, task.kernel, source_hash(original)), task.file, task.kernel, "cuda:0"
-    )
-    store.finish_search(sid, "finished", msgspec.to_builtins(result))
-    store.close()
+    store_measured_gelu_search(examples_copy)  # sealed here: a trusted server shows it
     folder = examples_copy / ".kernelbrain"
     before = {p.name: p.stat().st_mtime_ns for p in folder.iterdir()}
     record = tmp_path / "imports.txt"
