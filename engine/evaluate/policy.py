@@ -143,7 +143,23 @@ FORBIDDEN_PREFIXES = (
     "triton.runtime.build",
     "triton.backends",
 )
-FORBIDDEN_METHODS = {"numpy", "tolist", "__setattr__", "data_ptr"}
+# Reached as attributes of anything (`operator.attrgetter(...)`, `UntypedStorage.from_file`):
+# getters by name give any attribute of any object, builtins included; a file mapped in.
+FORBIDDEN_METHODS = {
+    "numpy",
+    "tolist",
+    "__setattr__",
+    "data_ptr",
+    "attrgetter",
+    "methodcaller",
+    "getattr",
+    "setattr",
+    "delattr",
+    "from_file",
+    "exec",
+    "eval",
+    "__import__",
+}
 INLINE_ASM = "inline_asm_elementwise"
 # Private torch names an honest launcher uses (the host-sync mutators' device-side check).
 ALLOWED_PRIVATE = {"_assert_async"}
@@ -247,12 +263,48 @@ def _parameters(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> set[str]:
     return names | {x.arg for x in (a.vararg, a.kwarg) if x is not None} - {"self"}
 
 
+def _aliases_of(fn: ast.FunctionDef, names: set[str]) -> set[str]:
+    """`names` and every local of `fn` bound to one of them or to an attribute chain from one
+    (`t = torch`, `m = torch.nn`): writing through an alias writes the module itself."""
+    out = set(names)
+    assigns = [n for n in ast.walk(fn) if isinstance(n, (ast.Assign, ast.NamedExpr))]
+    grew = True
+    while grew:
+        grew = False
+        for n in assigns:
+            value = n.value
+            if isinstance(value, (ast.Name, ast.Attribute)) and _root(value) in out:
+                targets = n.targets if isinstance(n, ast.Assign) else [n.target]
+                for t in targets:
+                    if isinstance(t, ast.Name) and t.id not in out:
+                        out.add(t.id)
+                        grew = True
+    return out
+
+
+MUTABLE_DEFAULTS = (ast.List, ast.Dict, ast.Set, ast.ListComp, ast.DictComp, ast.SetComp)
+
+
 def _stateful(tree: ast.Module, original: ast.Module) -> Rejection | None:
-    module_names = _module_names(tree)
     orig_dump = ast.dump(original)
     for fn in ast.walk(tree):
-        if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
             continue
+        for default in fn.args.defaults + [d for d in fn.args.kw_defaults if d is not None]:
+            mutable = isinstance(default, MUTABLE_DEFAULTS) or (
+                isinstance(default, ast.Call)
+                and getattr(default.func, "id", None) in ("list", "dict", "set", "bytearray")
+            )
+            if mutable and ast.dump(default) not in orig_dump:
+                return Rejection(
+                    "stateful",
+                    f"the default `{ast.unparse(default)}` is one object shared by every call: "
+                    "what a call puts in it survives to the next",
+                    default.lineno,
+                )
+        if isinstance(fn, ast.Lambda):
+            continue
+        module_names = _aliases_of(fn, _module_names(tree))
         for deco in fn.decorator_list:
             target = deco.func if isinstance(deco, ast.Call) else deco
             name = target.attr if isinstance(target, ast.Attribute) else getattr(target, "id", "")
@@ -422,10 +474,30 @@ def harness_gate(draft_source: str, stub_source: str, required: list[str]) -> Re
     return _reaches_outside(tree, stub) or _runs_at_import(tree, stub)
 
 
-def _harmless(value: ast.expr, kept=lambda n: False) -> bool:
+def _root(expr: ast.expr) -> str | None:
+    """The name an expression's attribute chain starts from (`triton` of `triton.Config`)."""
+    while isinstance(expr, (ast.Attribute, ast.Call, ast.Subscript)):
+        expr = expr.func if isinstance(expr, ast.Call) else expr.value
+    return expr.id if isinstance(expr, ast.Name) else None
+
+
+def _own_definitions(tree: ast.Module) -> set[str]:
+    """Names the module binds itself (defs, classes, assignments), not by importing: a call or
+    decorator reached through one runs the candidate's code, whatever it is called."""
+    return _module_names(tree) - {
+        (a.asname or a.name).split(".")[0]
+        for n in tree.body
+        if isinstance(n, (ast.Import, ast.ImportFrom))
+        for a in n.names
+    }
+
+
+def _harmless(value: ast.expr, kept=lambda n: False, own: frozenset | set = frozenset()) -> bool:
     """A value whose evaluation cannot do anything: literals, names, arithmetic,
     `triton.Config(...)` lists, lambdas (defined, not run: their bodies are not looked at), and
-    parts for which `kept` holds (what the original already ran at import, unchanged)."""
+    parts for which `kept` holds (what the original already ran at import, unchanged). A call
+    counts as harmless by its name only when that name is not one the module defines (`own`):
+    a candidate's own `def Config(): ...` is its code."""
     stack = [value]
     while stack:
         n = stack.pop()
@@ -437,7 +509,7 @@ def _harmless(value: ast.expr, kept=lambda n: False) -> bool:
         if isinstance(n, ast.Call):
             fn = n.func
             name = fn.attr if isinstance(fn, ast.Attribute) else getattr(fn, "id", "")
-            if name not in HARMLESS_CALLS:
+            if name not in HARMLESS_CALLS or _root(fn) in own:
                 return False
         stack.extend(ast.iter_child_nodes(n))
     return True
@@ -581,6 +653,7 @@ def _runs_at_import(tree: ast.Module, original: ast.Module) -> Rejection | None:
     Long because each kind of import-time statement has its own harmless shapes.
     """
     orig_nodes = {ast.dump(n) for n in ast.walk(original)}
+    own = _own_definitions(tree)
     lazy_annotations = any(
         isinstance(n, ast.ImportFrom) and n.module == "__future__" for n in tree.body
     )
@@ -601,17 +674,17 @@ def _runs_at_import(tree: ast.Module, original: ast.Module) -> Rejection | None:
         )
 
     def fine(expr: ast.expr | None) -> bool:
-        return expr is None or kept(expr) or _harmless(expr)
+        return expr is None or kept(expr) or _harmless(expr, own=own)
 
     def decorator_fine(deco: ast.expr) -> bool:
         if kept(deco):
             return True
         target = deco.func if isinstance(deco, ast.Call) else deco
         name = target.attr if isinstance(target, ast.Attribute) else getattr(target, "id", "")
-        if name not in KNOWN_DECORATORS:
+        if name not in KNOWN_DECORATORS or _root(target) in own:
             return False
         return not isinstance(deco, ast.Call) or all(
-            _harmless(a, kept) for a in deco.args + [k.value for k in deco.keywords]
+            _harmless(a, kept, own) for a in deco.args + [k.value for k in deco.keywords]
         )
 
     def definition(node, where: str) -> Rejection | None:
@@ -656,7 +729,7 @@ def _runs_at_import(tree: ast.Module, original: ast.Module) -> Rejection | None:
             return None
         if isinstance(stmt, (ast.Assign, ast.AnnAssign)) and stmt.value is not None:
             targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]
-            if _harmless(stmt.value) and all(isinstance(t, ast.Name) for t in targets):
+            if _harmless(stmt.value, own=own) and all(isinstance(t, ast.Name) for t in targets):
                 return None  # `torch.allclose = ...` patches a module: never harmless
         if isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Constant):
             return None

@@ -30,7 +30,7 @@ from kernelbrain.engine.evaluate.verify import (
 from kernelbrain.engine.evaluate.work_floor import WorkFloor, held_to_floor
 from kernelbrain.engine.task import find_task
 
-from .attacks import ATTACKS, AUTOTUNED, BASE, CONTAINED, HONEST, SOURCE, edit
+from .attacks import ATTACKS, AUTOTUNED, BASE, CONTAINED, HONEST, SOURCE, at_top, edit, in_launcher
 
 SENTINEL = "kb-sentinel-7f3a9c2e51d8"  # the configured key no output may carry
 MARK = "987654.321"  # the `sleep` of any process an attack starts: found by its command line
@@ -412,3 +412,41 @@ def test_native_code_of_the_candidates_own_is_refused_by_the_gate(lines):
     task = find_task(BASE, "softmax_kernel")
     rejection = static_gate(task, SOURCE, at_top(*lines))
     assert rejection is not None and rejection.reason in ("forbidden-import", "forbidden-attribute")
+
+
+RED_TEAM_GATE = {
+    # getters by name, reached as attributes: any attribute of anything (builtins of `print`)
+    "attrgetter as an attribute": at_top(
+        "import operator", launcher=("kb = operator.attrgetter('__self__')(print)",)
+    ),
+    "methodcaller through an alias": at_top(
+        "import operator as kb_op", launcher=("kb = kb_op.methodcaller('x')",)
+    ),
+    # a file mapped into a tensor
+    "storage from a file": in_launcher("kb = torch.UntypedStorage.from_file('/etc/hostname')"),
+    # a harmless name that is the candidate's own function, called at import
+    "own Config called at import": at_top("def Config():", "    return 1", "", "", "kb = Config()"),
+    "own cdiv in a default": at_top(
+        "def cdiv(a=0):", "    return a", "", "", "def kb_f(n=cdiv()):", "    return n"
+    ),
+    # a decorator named like Triton's, defined by the candidate
+    "own jit decorator": at_top(
+        "def jit(f):", "    return f", "", "", "@jit", "def kb_f():", "    return 0"
+    ),
+    # state kept between calls
+    "mutable default": at_top("def kb_count(calls=[0]):", "    return calls"),
+    "mutable default by call": at_top("def kb_count(calls=dict()):", "    return calls"),
+    "module written through a local alias": in_launcher("kb_t = torch", "kb_t.kb_calls = 1"),
+    "alias of an alias": in_launcher("kb_t = torch", "kb_u = kb_t", "kb_u.kb_calls = 1"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(RED_TEAM_GATE))
+def test_red_team_routes_through_the_gate_are_closed(name):
+    """What a red team got through the gate, by class, each in variations of its own."""
+    from kernelbrain.engine.evaluate.policy import static_gate
+
+    task = find_task(BASE, "softmax_kernel")
+    rejection = static_gate(task, SOURCE, RED_TEAM_GATE[name])
+    assert rejection is not None, name
+    assert rejection.reason in ("forbidden-attribute", "module-code", "stateful"), rejection
