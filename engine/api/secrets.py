@@ -50,6 +50,19 @@ _registered: set[str] = set()
 _lock = threading.Lock()
 
 
+def state_dir() -> str:
+    """Where this user's KernelBrain keeps what no workspace may see (the key that seals stored
+    verdicts, `engine/store/seal.py`): `KERNELBRAIN_STATE_DIR`, else
+    `$XDG_DATA_HOME/kernelbrain`, else `~/.local/share/kernelbrain`. Hidden from the sandbox."""
+    given = os.environ.get("KERNELBRAIN_STATE_DIR")
+    if given:
+        return given
+    base = os.environ.get("XDG_DATA_HOME") or os.path.join(
+        os.path.expanduser("~"), ".local", "share"
+    )
+    return os.path.join(base, "kernelbrain")
+
+
 def is_secret_name(name: str) -> bool:
     return bool(SECRET_NAME.search(name)) or name.startswith(SECRET_PREFIXES)
 

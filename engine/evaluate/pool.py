@@ -94,6 +94,13 @@ def scrubbed_env(device: str) -> dict[str, str]:
     return env
 
 
+def task_paths(task) -> list[str]:
+    """The paths a task's code loads from: its kernel's file, its reference's module, its config
+    and its root, where given."""
+    found = [getattr(task, name, None) for name in ("file", "reference_module", "config", "root")]
+    return [p for p in found if isinstance(p, str) and p]
+
+
 def private_triton_cache() -> str:
     """A Triton kernel cache of its own for one pool's workers (or one profiled program).
 
@@ -459,22 +466,27 @@ class WorkerPool:
                 self.restarts += 1
                 raise
 
-    def protect(self, file: str) -> None:
-        """Hide the private folders and files of `file`'s workspace (`sandbox.workspace_private`)
-        from every worker started from now on."""
-        file = os.path.realpath(file)
-        if file not in self.workspace_files:
-            self.workspace_files.append(file)
+    def protect(self, *paths: str) -> None:
+        """Show the workspace of each of `paths` (a task's file, its reference's module, its
+        config, its root) to every worker started from now on, with its private folders and
+        files hidden (`sandbox.workspace_private`)."""
+        for path in paths:
+            path = os.path.realpath(path)
+            if path not in self.workspace_files:
+                self.workspace_files.append(path)
 
     def _serve(self, worker: WorkerProcess, request) -> None:
         """Before `worker` runs `request`: its task's workspace is protected, and a worker
-        started before that is restarted (its sandbox would still show them)."""
-        task = getattr(request, "task", None)
-        file = getattr(task, "file", None) or getattr(request, "file", None)
-        if not isinstance(file, str) or not file:
+        started before that is restarted (its sandbox would neither show it nor hide its
+        secrets)."""
+        paths = task_paths(getattr(request, "task", None))
+        file = getattr(request, "file", None)
+        if isinstance(file, str) and file:
+            paths.append(file)
+        if not paths:
             return
-        self.protect(file)
-        if worker.alive and os.path.realpath(file) not in worker.started_for:
+        self.protect(*paths)
+        if worker.alive and any(os.path.realpath(p) not in worker.started_for for p in paths):
             worker.stop()
 
     def retire(self, device: str) -> None:

@@ -32,6 +32,8 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..api.secrets import state_dir
+
 # Credential stores under the real home that the sandbox never sees (folders masked by an empty
 # tmpfs, files by /dev/null). Everything else stays readable: kernels import from anywhere.
 HIDDEN_HOME_DIRS = (
@@ -44,8 +46,27 @@ HIDDEN_HOME_DIRS = (
     ".kube",
     ".cache/huggingface",
     ".password-store",
+    ".local/share/keyrings",
+    ".claude",
+    ".codex",
 )
-HIDDEN_HOME_FILES = (".netrc", ".git-credentials", ".pypirc", ".bash_history", ".python_history")
+HIDDEN_HOME_FILES = (
+    ".netrc",
+    ".git-credentials",
+    ".gitconfig",
+    ".npmrc",
+    ".pgpass",
+    ".pypirc",
+    ".claude.json",
+    ".bash_history",
+    ".zsh_history",
+    ".python_history",
+    ".psql_history",
+)
+# Folders where programs of the user keep their unix sockets (an editor's IPC, a git askpass, a
+# session bus): a path socket is reachable from any network namespace, so these are masked by
+# an empty tmpfs and only what the worker needs in them is bound back, read-only.
+SOCKET_DIRS = ("/tmp", "/var/tmp", "/run", "/var/run")
 # What a workspace holds that its kernels never need and that may hold secrets or verdicts: the
 # repository (remotes with tokens, history), KernelBrain's own store, dotenv files. Hidden in
 # each folder from a task's file up to its repository's root.
@@ -126,18 +147,42 @@ def notice() -> str | None:
     return iso.describe()
 
 
-def _readable_under_home(home: Path) -> list[str]:
-    """Paths under the real home the worker needs (the interpreter, its packages, this package):
-    kept visible even when a credential folder above them is masked."""
+def _needed_under(folder: Path | str, workspace_files=()) -> list[str]:
+    """Paths under `folder` the worker needs (the interpreter, its packages, this package, each
+    task's workspace): kept visible when `folder` or a folder within it is masked."""
     needed = {sys.prefix, sys.base_prefix, os.path.dirname(os.path.realpath(sys.executable))}
     needed |= {p for p in sys.path if p}
     needed.add(str(Path(__file__).resolve().parents[2]))
+    needed |= {workspace_root(f) for f in workspace_files}
     out = []
     for p in needed:
         real = os.path.realpath(p)
-        if real.startswith(str(home) + os.sep) and os.path.exists(real):
+        if real.startswith(str(folder).rstrip(os.sep) + os.sep) and os.path.exists(real):
             out.append(real)
-    return sorted(out)
+    # a path inside another one already kept is kept with it
+    return sorted(p for p in out if not any(p.startswith(q + os.sep) for q in out))
+
+
+def workspace_root(file: str) -> str:
+    """The folder a task's modules load from: the nearest above its file that holds a harness
+    config, a `pyproject.toml` or a repository; else the folder holding the file's outermost
+    package (relative imports reach up to it); else the file's own."""
+    real = os.path.realpath(file)
+    here = start = real if os.path.isdir(real) else os.path.dirname(real)
+    while True:
+        if any(
+            os.path.exists(os.path.join(here, marker))
+            for marker in ("kernelbrain.toml", "pyproject.toml", ".git")
+        ):
+            return here
+        parent = os.path.dirname(here)
+        if parent == here:
+            break
+        here = parent
+    here = start
+    while os.path.isfile(os.path.join(here, "__init__.py")) and os.path.dirname(here) != here:
+        here = os.path.dirname(here)
+    return here
 
 
 def workspace_private(file: str) -> tuple[list[str], list[str]]:
@@ -149,7 +194,8 @@ def workspace_private(file: str) -> tuple[list[str], list[str]]:
     folders: list[str] = []
     files: list[str] = []
     home = os.path.realpath(os.path.expanduser("~"))
-    here = os.path.dirname(os.path.realpath(file))
+    real = os.path.realpath(file)
+    here = real if os.path.isdir(real) else os.path.dirname(real)
     while True:
         try:
             names = os.listdir(here)
@@ -184,6 +230,7 @@ def _bwrap_argv(
     gpu: bool,
     hidden: tuple = ((), ()),
     scratch_quota: int | None = None,
+    workspace_files: list[str] | tuple[str, ...] = (),
 ) -> list[str]:
     argv = [
         tool,
@@ -209,6 +256,11 @@ def _bwrap_argv(
             argv += ["--dev-bind", node, node]
     if os.path.isdir("/dev/shm"):
         argv += ["--tmpfs", "/dev/shm"]  # torch's CPU shared memory, private to the sandbox
+    for folder in SOCKET_DIRS:
+        if os.path.isdir(folder) and not os.path.islink(folder):
+            argv += ["--tmpfs", folder]
+            for path in _needed_under(folder, workspace_files):
+                argv += ["--ro-bind", path, path]
     home = Path(os.path.expanduser("~")).resolve()
     if str(home) not in ("/", "") and home.is_dir():
         for name in HIDDEN_HOME_DIRS:
@@ -217,9 +269,12 @@ def _bwrap_argv(
         for name in HIDDEN_HOME_FILES:
             if (home / name).is_file():
                 argv += ["--ro-bind", "/dev/null", str(home / name)]
-        for path in _readable_under_home(home):
+        for path in _needed_under(home):
             if any(path.startswith(str(home / d) + os.sep) for d in HIDDEN_HOME_DIRS):
                 argv += ["--ro-bind", path, path]  # the interpreter under a masked folder
+    private_state = os.path.realpath(state_dir())
+    if os.path.isdir(private_state):
+        argv += ["--tmpfs", private_state]  # the key that seals stored verdicts
     folders, files = hidden
     for path in folders:
         argv += ["--tmpfs", path]
@@ -269,9 +324,9 @@ def command(
         more_folders, more_files = workspace_private(f)
         folders += [p for p in more_folders if p not in folders]
         files += [p for p in more_files if p not in files]
-    wrapped = _bwrap_argv(iso.tool, scratch, writable, gpu, (folders, files), scratch_quota) + [
-        "--clearenv"
-    ]
+    wrapped = _bwrap_argv(
+        iso.tool, scratch, writable, gpu, (folders, files), scratch_quota, workspace_files
+    ) + ["--clearenv"]
     for key, value in sorted(env.items()):
         wrapped += ["--setenv", key, value]
     wrapped += ["--"]

@@ -13,7 +13,7 @@ from typing import Protocol
 from .. import protocol as m
 from ..api import facts
 from ..evaluate.devices import is_gpu
-from ..evaluate.pool import JUDGE_PREFIX, STARTUP_TIMEOUT_S, WorkerDied, WorkerPool
+from ..evaluate.pool import JUDGE_PREFIX, STARTUP_TIMEOUT_S, WorkerDied, WorkerPool, task_paths
 from ..evaluate.verify import candidate_timeout, harness_timeout, run_harness, time_ab
 from ..evaluate.work_floor import WorkFloor, held_to_floor
 from ..task.spec import Task
@@ -87,7 +87,8 @@ class Evaluator:
         only one compile worker, the others when its compiles spread out, and a compile worker
         takes seconds to start. A start that fails is reported by the first real call."""
 
-        self.pool.protect(self.task.file)  # started with the workspace's secrets hidden
+        # started showing the task's workspace, its secrets hidden
+        self.pool.protect(*task_paths(self.task))
 
         def start(role: str) -> None:
             try:

@@ -21,16 +21,14 @@ import os
 import secrets
 from pathlib import Path
 
+from ..api.secrets import state_dir
+
 KEY_FILE = "machine.key"
 KEY_BYTES = 32
 
 
 def key_dir() -> Path:
-    given = os.environ.get("KERNELBRAIN_STATE_DIR")
-    if given:
-        return Path(given)
-    base = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
-    return Path(base) / "kernelbrain"
+    return Path(state_dir())
 
 
 @functools.lru_cache(maxsize=4)
