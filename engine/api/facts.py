@@ -13,8 +13,9 @@ import msgspec
 STAGES = ("smoke", "sweep", "stability", "determinism", "edge")
 
 
-# Reasons after which the worker's device context is unusable: it exits after answering.
-FATAL_REASONS = frozenset({"illegal-memory-access", "cuda-error"})
+# Reasons after which the worker's device context is unusable, or its process changed by a
+# candidate (`tampered`): it exits after answering.
+FATAL_REASONS = frozenset({"illegal-memory-access", "cuda-error", "tampered"})
 
 
 # Reasons that put the fault in the harness (its reference, inputs or small inputs raise, or the

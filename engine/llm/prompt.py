@@ -64,7 +64,7 @@ CANDIDATE_WORDED = frozenset(
     {
         "exception", "crash", "compile-error", "load-error", "interpreter-gap", "cuda-error",
         "illegal-memory-access", "out-of-memory", "protocol", "harness-error", "syntax-error",
-        "bad-answer", "segfault", "abort", "died",
+        "bad-answer", "segfault", "abort", "died", "tampered",
     }
 )  # fmt: skip
 KNOWN_ERRORS = frozenset(

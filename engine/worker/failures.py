@@ -21,6 +21,7 @@ CANDIDATE_REASONS = frozenset(
         "illegal-memory-access",
         "cuda-error",
         "type",
+        "tampered",
     }
 )
 

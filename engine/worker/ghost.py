@@ -24,7 +24,9 @@ _depth = 0  # ghost calls in progress (the patched runs check it)
 _installed = False
 
 
-def _install() -> None:
+def install() -> None:
+    """Wrap Triton's `run` once; a runner does it as it starts, before any candidate is imported,
+    so its tamper watch (`tamper.py`) records the wrapped `run` as the process's own."""
     global _installed
     if _installed:
         return
@@ -53,7 +55,7 @@ def _install() -> None:
 def kernels_skipped():
     """Within: no Triton kernel executes (launchers, hooks and heuristics still run)."""
     global _depth
-    _install()
+    install()
     _depth += 1
     try:
         yield

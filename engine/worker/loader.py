@@ -8,6 +8,7 @@ import os
 import sys
 import tempfile
 from pathlib import Path
+from typing import Callable
 
 
 class ModuleLoader:
@@ -17,11 +18,17 @@ class ModuleLoader:
     `inspect`, which needs a file. Modules are cached by content hash.
     """
 
-    def __init__(self, on_disk_only: bool = False) -> None:
+    def __init__(
+        self, on_disk_only: bool = False, before_candidate: Callable[[], None] | None = None
+    ) -> None:
         given = os.environ.get("KERNELBRAIN_WORKDIR")
         self.folder = Path(given) if given else Path(tempfile.mkdtemp(prefix="kb-worker-"))
         self._cache: dict[str, object] = {}
         self.on_disk_only = on_disk_only  # the judge: only files as they are on disk
+        # Runs right before a source that is not the file on disk (a candidate) is imported: the
+        # runner's tamper watch records the process as the original left it.
+        self.before_candidate = before_candidate
+        self.roots: set[Path] = set()  # the workspace's import roots, as the tasks named them
 
     def load(self, source: str, filename: str, roots: list[str]):
         if self.on_disk_only:
@@ -35,6 +42,8 @@ class ModuleLoader:
             return self._cache[key]
         package, package_root = package_of(Path(filename))
         for root in [*roots, str(package_root or "")]:
+            if root:
+                self.roots.add(Path(root).resolve())
             if root and root not in sys.path:
                 sys.path.insert(0, root)
         # A module of a package loads as part of it, so its relative imports resolve.
@@ -43,12 +52,26 @@ class ModuleLoader:
         if not path.is_file() or path.read_text(encoding="utf-8") != source:
             path = self.folder / f"{name}.py"
             path.write_text(source, encoding="utf-8")
+            if self.before_candidate is not None:
+                self.before_candidate()
         spec = importlib.util.spec_from_file_location(name, path)
         module = importlib.util.module_from_spec(spec)
         sys.modules[name] = module
         spec.loader.exec_module(module)
         self._cache[key] = module
         return module
+
+    def is_workspace(self, module: object) -> bool:
+        """Whether `module` is the workspace's (the original, its reference, their helpers): a
+        file under one of the task's import roots, not a candidate written to the private folder."""
+        file = vars(module).get("__file__")  # not getattr: a lazy module's __getattr__ imports
+        if not isinstance(file, str):
+            return False
+        path = Path(file).resolve()
+        installed = {Path(p).resolve() for p in (sys.prefix, sys.base_prefix, self.folder)}
+        if any(path.is_relative_to(p) for p in installed):
+            return False  # a virtual environment inside the workspace is not the workspace's code
+        return any(path.is_relative_to(root) for root in self.roots)
 
 
 def package_of(path: Path) -> tuple[str | None, Path | None]:

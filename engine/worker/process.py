@@ -45,6 +45,7 @@ def _serve(device: str, rfd: int, wfd: int) -> None:
     import torch._dynamo  # noqa: F401
     import triton
 
+    from . import ghost
     from .audit import install_launch_hook
     from .failures import classify_exception
     from .harness import Harness, serve_run_candidate
@@ -52,6 +53,7 @@ def _serve(device: str, rfd: int, wfd: int) -> None:
     from .loader import ModuleLoader
 
     install_launch_hook()
+    ghost.install()
     if interpreter:
         from .interpreter_compat import install as install_interpreter_compat
 
@@ -73,6 +75,12 @@ def _serve(device: str, rfd: int, wfd: int) -> None:
         name = torch.cuda.get_device_name(0)
     dev = "cuda" if not (interpreter or compiler_only) else "cpu"
     loader = ModuleLoader(on_disk_only=judge)
+    watch = None
+    if not judge:  # a process that imports candidates: what they change is checked (tamper.py)
+        from .tamper import Watch
+
+        watch = Watch(loader.is_workspace)
+        loader.before_candidate = watch.before_candidate
     ready = m.Ready(
         os.getpid(), role_device, name, str(torch.__version__), str(triton.__version__), interpreter
     )
@@ -131,9 +139,26 @@ def _serve(device: str, rfd: int, wfd: int) -> None:
             answer = facts.WorkerError(
                 reason, f"{type(exc).__name__}: {exc}", traceback.format_exc()[-4000:]
             )
+        if watch is not None and not isinstance(req, m.Ping):
+            changed = watch.changes()
+            if changed:
+                answer, fatal = _tampered(req, changed), True
         m.write_message(wfd, answer)
         if fatal or getattr(answer, "reason", None) in facts.FATAL_REASONS:
             os._exit(3)  # the CUDA context is unusable; the engine starts a fresh worker
+
+
+def _tampered(req, changed: list[str]):
+    """The answer to a request during which a candidate changed the process: the candidate's
+    failure (`tampered`), whatever it answered; the worker then exits."""
+    from .. import protocol as m
+    from ..api import facts
+    from .tamper import describe
+
+    failure = facts.WorkerError("tampered", describe(changed))
+    if isinstance(req, m.RunCandidate):
+        return m.CandidateRuns([], failure, 0)
+    return failure
 
 
 def _specialize(req, dev, loader, progress):

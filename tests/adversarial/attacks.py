@@ -348,7 +348,7 @@ ATTACKS: dict[str, Attack] = {
     "torch.allclose patched": Attack(
         edit(NO_WRITE_KERNEL).replace(IMPORTS, IMPORTS + "torch.allclose = lambda *a, **k: True\n"),
         ("gate", "module-code"),
-        ("smoke", "unwritten-output"),
+        ("load", "tampered"),  # the runner sees its own change (tamper.py)
     ),
     "Tensor.all and any patched": Attack(
         edit(NO_WRITE_KERNEL).replace(
@@ -358,7 +358,7 @@ ATTACKS: dict[str, Attack] = {
             + "torch.Tensor.all = kb_true\ntorch.Tensor.any = kb_true\n",
         ),
         ("gate", "module-code"),
-        ("smoke", "unwritten-output"),
+        ("load", "tampered"),  # the runner sees its own change (tamper.py)
     ),
     "audit dispatch mode disabled": Attack(
         at_top(

@@ -1,0 +1,272 @@
+"""Whether a candidate changed the process it runs in (worker only; imports torch and triton).
+
+Why: a runner imports every candidate of a search and times each against the original in the
+same process. A candidate that, at import or on some later call, replaces a PyTorch allocation
+function, Triton's launcher, the original's globals, a Triton knob or PyTorch's global modes
+changes what the *original* does when it is timed next, and earns a speedup its kernel never
+made. The gate refuses the ways to do that it can see; this is the check that still holds when
+the gate is bypassed by Python: a fingerprint of what the runner's timing and the original rely
+on, taken before a candidate is imported and compared after every request. A changed
+fingerprint rejects the candidate as `tampered` and the runner exits (the next request gets a
+fresh one), so nothing it changed outlives the request.
+
+What it watches (by identity, not by value: replacing an object is what a patch does):
+- the callables and classes of PyTorch, Triton, this package and the standard modules the timing
+  uses, each function's code and defaults, and the methods of the classes those modules define;
+- every module of the workspace (the original, its reference and helpers), and the Triton
+  kernels they hold (their hooks, launchers and functions);
+- Triton's knobs (launch hooks, cache and compilation settings) and the process environment;
+- PyTorch's global modes (grad, default dtype, TF32 and cuDNN flags, determinism, anomaly
+  detection, threads, matmul precision, function and dispatch modes, the current CUDA stream),
+  the interpreter's profile and trace hooks, and the Python threads alive.
+
+What it does not: native code (a `ctypes` write into a library's memory) changes no Python
+object. The sandbox keeps a candidate from loading its own native code, and the judge's checks
+of timed outputs still hold; process-separated timing closes the rest (README).
+"""
+
+from __future__ import annotations
+
+import functools
+import gc
+import os
+import sys
+import threading
+import types
+from typing import Callable
+
+import torch
+import triton
+
+PACKAGE = __name__.split(".")[0]
+# Modules whose callables the timing, the audit and the original's launches go through.
+WATCHED_PREFIXES = (
+    "torch",
+    "triton",
+    PACKAGE,
+    "builtins",
+    "math",
+    "operator",
+    "functools",
+    "itertools",
+    "time",
+    "threading",
+    "random",
+    "sys",
+    "gc",
+    "numpy",
+)
+# Modules that change in an honest run: caches PyTorch and Triton fill on first use, and modules
+# created per compiled kernel. Triton's interpreter swaps `triton.language`'s builtins for its
+# own while a kernel runs and leaves them swapped; on a GPU they are what compiles the original.
+NATURAL_PREFIXES = (
+    "torch._dynamo",
+    "torch._inductor",
+    "torch.fx.experimental.symbolic_shapes",
+    "triton.runtime.cache",
+    "triton._C",
+    "__triton_launcher",
+) + (("triton.language",) if os.environ.get("TRITON_INTERPRET") == "1" else ())
+
+
+def _state() -> dict[str, object]:
+    """PyTorch's and the interpreter's global modes: each one changes how the original runs."""
+    from torch.overrides import _get_current_function_mode_stack
+    from torch.utils._python_dispatch import _get_current_dispatch_mode_stack
+
+    state: dict[str, object] = {
+        "grad enabled": torch.is_grad_enabled(),
+        "inference mode": torch.is_inference_mode_enabled(),
+        "default dtype": torch.get_default_dtype(),
+        "matmul TF32": torch.backends.cuda.matmul.allow_tf32,
+        "matmul reduced-precision fp16": torch.backends.cuda.matmul.allow_fp16_reduced_precision_reduction,
+        "cuDNN enabled": torch.backends.cudnn.enabled,
+        "cuDNN TF32": torch.backends.cudnn.allow_tf32,
+        "cuDNN benchmark": torch.backends.cudnn.benchmark,
+        "deterministic algorithms": torch.are_deterministic_algorithms_enabled(),
+        "anomaly detection": torch.is_anomaly_enabled(),
+        "threads": torch.get_num_threads(),
+        "float32 matmul precision": torch.get_float32_matmul_precision(),
+        "function modes": [type(m).__qualname__ for m in _get_current_function_mode_stack()],
+        "dispatch modes": [type(m).__qualname__ for m in _get_current_dispatch_mode_stack()],
+        "profile hook": id(sys.getprofile()),
+        "trace hook": id(sys.gettrace()),
+        "switch interval": sys.getswitchinterval(),
+        "import hooks": [id(h) for h in (*sys.meta_path, *sys.path_hooks)],
+        "gc callbacks": [id(c) for c in gc.callbacks],
+    }
+    if torch.cuda.is_initialized():
+        state["CUDA device"] = torch.cuda.current_device()
+        state["CUDA stream"] = torch.cuda.current_stream().cuda_stream
+        state["CUDA sync debug mode"] = torch.cuda.get_sync_debug_mode()
+    return state
+
+
+def _threads() -> set[int]:
+    return {t.ident for t in threading.enumerate() if t.ident is not None}
+
+
+def _callable_ids(owner: str, namespace: dict, out: dict[str, object]) -> None:
+    for key, value in list(namespace.items()):
+        kind = type(value)  # never `value.__class__`: a deprecated alias warns when asked
+        if issubclass(kind, (types.ModuleType, type)) or callable(value):
+            out[f"{owner}.{key}"] = id(value)
+            if kind is types.FunctionType:
+                out[f"{owner}.{key}()"] = (
+                    id(value.__code__),
+                    id(value.__defaults__),
+                    id(value.__kwdefaults__),
+                )
+        elif issubclass(kind, (classmethod, staticmethod, property)):
+            out[f"{owner}.{key}"] = id(value)
+
+
+def _kernel_attributes(owner: str, kernel: object, out: dict[str, object]) -> None:
+    """A Triton kernel object's callables (its function, hooks, launcher) and which of them shadow
+    a method of its class (`kernel.run = ...`), through the chain of wrappers (`Autotuner.fn` ->
+    `Heuristics.fn` -> `JITFunction`). Other callables appear on first use (a `JITFunction` keeps
+    `compile` and `CompiledKernel` from its first launch on a GPU): new ones are not a change."""
+    seen: set[int] = set()
+    while issubclass(type(kernel), triton.runtime.KernelInterface) and id(kernel) not in seen:
+        seen.add(id(kernel))
+        callables, cached_honest = [], True
+        for key, value in list(vars(kernel).items()):
+            lazy = _cached_property(type(kernel), key)
+            if lazy is not None:  # filled on first use (`Autotuner.do_bench`): it must be its own
+                cached_honest = cached_honest and _recomputed(lazy, kernel) is value
+            elif callable(value) and not issubclass(type(value), triton.runtime.KernelInterface):
+                out[f"{owner}:{key}"] = id(value)
+                if _class_attribute(type(kernel), key):  # shadows a method: `kernel.run = ...`
+                    callables.append(key)
+            elif isinstance(value, list) and (key.endswith("hooks") or all(map(callable, value))):
+                out[f"{owner}:{key}"] = tuple(map(id, value))
+        out[f"{owner} (callables)"] = hash(frozenset(callables))
+        out[f"{owner} (cached properties its own)"] = cached_honest
+        kernel = getattr(kernel, "fn", None)
+        owner += ".fn"
+
+
+def _class_attribute(cls: type, name: str) -> bool:
+    return any(name in vars(klass) for klass in cls.__mro__)
+
+
+def _cached_property(cls: type, name: str) -> functools.cached_property | None:
+    for klass in cls.__mro__:
+        attr = vars(klass).get(name)
+        if attr is not None:
+            return attr if isinstance(attr, functools.cached_property) else None
+    return None
+
+
+def _recomputed(lazy: functools.cached_property, kernel: object) -> object:
+    try:
+        return lazy.func(kernel)
+    except Exception:  # it computed once; failing now is no proof of a patch, but no match
+        return None
+
+
+def _knobs(out: dict[str, object]) -> None:
+    from triton import knobs
+
+    for group in dir(knobs):
+        value = getattr(knobs, group)
+        if isinstance(value, knobs.base_knobs):
+            out[f"triton.knobs.{group} (set)"] = {k: id(v) for k, v in vars(value).items()}
+
+
+class Watch:
+    """The fingerprint of a runner process: recorded right before the first candidate is
+    imported, extended before each later one, compared (and renewed) after every request.
+
+    Any change a candidate makes happens inside some request (its import, its calls) or in a
+    thread it started (which `changes()` reports), so the request that made it is the one that
+    reports it. Until a candidate is imported nothing is compared: what PyTorch and Triton
+    change lazily while the original alone runs is the process as the original left it.
+    """
+
+    def __init__(self, is_workspace: Callable[[types.ModuleType], bool]) -> None:
+        self.is_workspace = is_workspace
+        self.armed = False  # a candidate has been imported into this process
+        self.record: dict[str, object] = {}
+        self.threads: set[int] = set()
+        self.state: dict[str, object] = {}
+        self.environment: dict[str, str] = {}
+
+    def _watched(self, name: str, module: object) -> bool:
+        if type(module) is not types.ModuleType or name.startswith(NATURAL_PREFIXES):
+            return False
+        if name.split(".")[0] in WATCHED_PREFIXES:
+            return True
+        return self.is_workspace(module)
+
+    def fingerprint(self) -> dict[str, object]:
+        out: dict[str, object] = {}
+        for name, module in list(sys.modules.items()):
+            if not self._watched(name, module):
+                continue
+            out[f"sys.modules[{name}]"] = id(module)
+            namespace = vars(module)
+            _callable_ids(name, namespace, out)
+            for key, value in list(namespace.items()):
+                kind = type(value)
+                if issubclass(kind, type) and vars(value).get("__module__") == name:
+                    members = dict(vars(value))
+                    _callable_ids(f"{name}.{key}", members, out)
+                    # a name added to a class shadows its base's method (`Tensor.softmax = ...`)
+                    out[f"{name}.{key} (names)"] = hash(frozenset(members))
+                elif issubclass(kind, triton.runtime.KernelInterface):
+                    _kernel_attributes(f"{name}.{key}", value, out)
+        _knobs(out)
+        return out
+
+    def _renew(self, fingerprint: dict[str, object]) -> None:
+        self.record = fingerprint
+        self.threads = _threads()
+        self.state = _state()
+        self.environment = dict(os.environ)
+
+    def before_candidate(self) -> None:
+        """A candidate is about to be imported: record what loaded since (the original and its
+        modules), keeping what was recorded before (an earlier candidate's patch stays a change)."""
+        now = self.fingerprint()
+        if self.armed:
+            now.update(self.record)
+        self._renew(now)
+        self.armed = True
+
+    def changes(self) -> list[str]:
+        """What differs from the record (replaced or removed objects, global modes, the
+        environment, threads still running); nothing when no candidate has been imported. A
+        clean check renews the record."""
+        if not self.armed:
+            return []
+        now = self.fingerprint()
+        changed = [key for key, value in self.record.items() if now.get(key, value) != value]
+        changed += [f"{key} (removed)" for key in self.record if key not in now]
+        state = _state()
+        changed += [
+            f"{k} ({self.state[k]!r} -> {v!r})"
+            for k, v in state.items()
+            if self.state.get(k, v) != v
+        ]
+        environment = dict(os.environ)
+        changed += [
+            f"environment {k}"
+            for k in sorted(set(environment) | set(self.environment))
+            if environment.get(k) != self.environment.get(k)
+        ]
+        started = len(_threads() - self.threads)
+        if started:
+            changed.append(f"{started} thread(s) it started still run")
+        if not changed:
+            self._renew(now)
+        return changed
+
+
+def describe(changed: list[str], limit: int = 6) -> str:
+    shown = ", ".join(changed[:limit])
+    more = f" and {len(changed) - limit} more" if len(changed) > limit else ""
+    return (
+        "the candidate changed the process that times the original (a patch of what PyTorch, "
+        f"Triton or the original run): {shown}{more}"
+    )
