@@ -12,7 +12,7 @@ from kernelbrain.engine.api import facts
 from kernelbrain.engine.task import find_task
 
 from ..adversarial.attacks import BASE, SOURCE, at_top
-from ..adversarial.test_tamper import ORIGINAL_MODULE
+from ..adversarial.test_tamper import ORIGINAL_MODULE, TAMPERING
 
 pytestmark = pytest.mark.gpu
 
@@ -28,14 +28,7 @@ SLOWING_THE_ORIGINAL = {
         "    return out",
         "torch.empty_like = _copying",
     ),
-    "every launch twice": at_top(
-        "from triton.runtime.jit import JITFunction as _J",
-        "_run = _J.run",
-        "def _twice(self, *a, **k):",
-        "    _run(self, *a, **k)",
-        "    return _run(self, *a, **k)",
-        "_J.run = _twice",
-    ),
+    "every launch twice": TAMPERING["Triton's launcher launching twice"],
     "the original's entry made to copy its input": at_top(
         *ORIGINAL_MODULE,
         "_real = _orig.softmax",
