@@ -285,89 +285,104 @@ def _aliases_of(fn: ast.FunctionDef, names: set[str]) -> set[str]:
 MUTABLE_DEFAULTS = (ast.List, ast.Dict, ast.Set, ast.ListComp, ast.DictComp, ast.SetComp)
 
 
+def _mutable_default(fn: ast.AST, orig_dump: str) -> Rejection | None:
+    for default in fn.args.defaults + [d for d in fn.args.kw_defaults if d is not None]:
+        mutable = isinstance(default, MUTABLE_DEFAULTS) or (
+            isinstance(default, ast.Call)
+            and getattr(default.func, "id", None) in ("list", "dict", "set", "bytearray")
+        )
+        if mutable and ast.dump(default) not in orig_dump:
+            return Rejection(
+                "stateful",
+                f"the default `{ast.unparse(default)}` is one object shared by every call: "
+                "what a call puts in it survives to the next",
+                default.lineno,
+            )
+    return None
+
+
+def _cache_decorator(
+    fn: ast.FunctionDef | ast.AsyncFunctionDef, orig_dump: str
+) -> Rejection | None:
+    for deco in fn.decorator_list:
+        target = deco.func if isinstance(deco, ast.Call) else deco
+        name = target.attr if isinstance(target, ast.Attribute) else getattr(target, "id", "")
+        if name in CACHE_DECORATORS and ast.dump(deco) not in orig_dump:
+            return Rejection(
+                "stateful",
+                f"`@{ast.unparse(deco)}` on `{fn.name}` caches results across calls",
+                deco.lineno,
+            )
+    return None
+
+
+def _state_write(
+    fn: ast.FunctionDef | ast.AsyncFunctionDef, n: ast.AST, module_names: set[str], orig_dump: str
+) -> Rejection | None:
+    """`n`, a node of `fn`, keeps state between calls: `global`, a write into module state or
+    onto an argument, a mutating call on module state."""
+    if isinstance(n, (ast.Global, ast.Nonlocal)):
+        return Rejection(
+            "stateful", f"`{ast.unparse(n)}` in `{fn.name}` keeps state between calls", n.lineno
+        )
+    targets = (
+        n.targets
+        if isinstance(n, ast.Assign)
+        else [n.target]
+        if isinstance(n, (ast.AugAssign, ast.AnnAssign))
+        else []
+    )
+    for t in targets:
+        base = t
+        while isinstance(base, (ast.Subscript, ast.Attribute)):
+            base = base.value
+        if not isinstance(base, ast.Name) or ast.dump(n) in orig_dump:
+            continue
+        if t is not base and (base.id in module_names or base.id == fn.name):
+            return Rejection(
+                "stateful",
+                f"`{ast.unparse(t)} = ...` in `{fn.name}` writes module-level state "
+                "that survives between calls",
+                n.lineno,
+            )
+        if isinstance(t, ast.Attribute) and base.id in _parameters(fn):
+            return Rejection(
+                "stateful",
+                f"`{ast.unparse(t)} = ...` in `{fn.name}` stores on an argument, where it "
+                "survives to the next call with the same tensor",
+                n.lineno,
+            )
+    if (
+        isinstance(n, ast.Call)
+        and isinstance(n.func, ast.Attribute)
+        and n.func.attr in MUTATORS
+        and isinstance(n.func.value, ast.Name)
+        and n.func.value.id in module_names
+    ):
+        return Rejection(
+            "stateful", f"`{ast.unparse(n)}` in `{fn.name}` mutates module-level state", n.lineno
+        )
+    return None
+
+
 def _stateful(tree: ast.Module, original: ast.Module) -> Rejection | None:
     orig_dump = ast.dump(original)
     for fn in ast.walk(tree):
         if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
             continue
-        for default in fn.args.defaults + [d for d in fn.args.kw_defaults if d is not None]:
-            mutable = isinstance(default, MUTABLE_DEFAULTS) or (
-                isinstance(default, ast.Call)
-                and getattr(default.func, "id", None) in ("list", "dict", "set", "bytearray")
-            )
-            if mutable and ast.dump(default) not in orig_dump:
-                return Rejection(
-                    "stateful",
-                    f"the default `{ast.unparse(default)}` is one object shared by every call: "
-                    "what a call puts in it survives to the next",
-                    default.lineno,
-                )
+        found = _mutable_default(fn, orig_dump)
+        if found:
+            return found
         if isinstance(fn, ast.Lambda):
             continue
+        found = _cache_decorator(fn, orig_dump)
+        if found:
+            return found
         module_names = _aliases_of(fn, _module_names(tree))
-        for deco in fn.decorator_list:
-            target = deco.func if isinstance(deco, ast.Call) else deco
-            name = target.attr if isinstance(target, ast.Attribute) else getattr(target, "id", "")
-            if name in CACHE_DECORATORS and ast.dump(deco) not in orig_dump:
-                return Rejection(
-                    "stateful",
-                    f"`@{ast.unparse(deco)}` on `{fn.name}` caches results across calls",
-                    deco.lineno,
-                )
         for n in ast.walk(fn):
-            if isinstance(n, (ast.Global, ast.Nonlocal)):
-                return Rejection(
-                    "stateful",
-                    f"`{ast.unparse(n)}` in `{fn.name}` keeps state between calls",
-                    n.lineno,
-                )
-            targets = (
-                n.targets
-                if isinstance(n, ast.Assign)
-                else [n.target]
-                if isinstance(n, (ast.AugAssign, ast.AnnAssign))
-                else []
-            )
-            for t in targets:
-                base = t
-                while isinstance(base, (ast.Subscript, ast.Attribute)):
-                    base = base.value
-                if (
-                    t is not base
-                    and isinstance(base, ast.Name)
-                    and (base.id in module_names or base.id == fn.name)
-                    and ast.dump(n) not in orig_dump
-                ):
-                    return Rejection(
-                        "stateful",
-                        f"`{ast.unparse(t)} = ...` in `{fn.name}` writes module-level state "
-                        "that survives between calls",
-                        n.lineno,
-                    )
-                if (
-                    isinstance(t, ast.Attribute)
-                    and isinstance(base, ast.Name)
-                    and base.id in _parameters(fn)
-                    and ast.dump(n) not in orig_dump
-                ):
-                    return Rejection(
-                        "stateful",
-                        f"`{ast.unparse(t)} = ...` in `{fn.name}` stores on an argument, where it "
-                        "survives to the next call with the same tensor",
-                        n.lineno,
-                    )
-            if (
-                isinstance(n, ast.Call)
-                and isinstance(n.func, ast.Attribute)
-                and n.func.attr in MUTATORS
-                and isinstance(n.func.value, ast.Name)
-                and n.func.value.id in module_names
-            ):
-                return Rejection(
-                    "stateful",
-                    f"`{ast.unparse(n)}` in `{fn.name}` mutates module-level state",
-                    n.lineno,
-                )
+            found = _state_write(fn, n, module_names, orig_dump)
+            if found:
+                return found
     return None
 
 

@@ -121,6 +121,12 @@ def _callable_ids(owner: str, namespace: dict, out: dict[str, object]) -> None:
             out[f"{owner}.{key}"] = id(value)
 
 
+def _behaviour(value: object) -> bool:
+    """A class member that changes what its instances do: a callable or a descriptor."""
+    kind = type(value)
+    return callable(value) or hasattr(kind, "__get__") or hasattr(kind, "__set__")
+
+
 def _kernel_attributes(owner: str, kernel: object, out: dict[str, object]) -> None:
     """A Triton kernel object's callables (its function, hooks, launcher) and which of them shadow
     a method of its class (`kernel.run = ...`), through the chain of wrappers (`Autotuner.fn` ->
@@ -212,8 +218,11 @@ class Watch:
                 if issubclass(kind, type) and vars(value).get("__module__") == name:
                     members = dict(vars(value))
                     _callable_ids(f"{name}.{key}", members, out)
-                    # a name added to a class shadows its base's method (`Tensor.softmax = ...`)
-                    out[f"{name}.{key} (names)"] = hash(frozenset(members))
+                    # a method added to a class shadows its base's (`Tensor.softmax = ...`); data
+                    # added on first use is not (Triton's `CudaUtils.instance` singleton)
+                    out[f"{name}.{key} (names)"] = frozenset(
+                        k for k, v in members.items() if _behaviour(v)
+                    )
                 elif issubclass(kind, triton.runtime.KernelInterface):
                     _kernel_attributes(f"{name}.{key}", value, out)
         _knobs(out)
@@ -241,7 +250,11 @@ class Watch:
         if not self.armed:
             return []
         now = self.fingerprint()
-        changed = [key for key, value in self.record.items() if now.get(key, value) != value]
+        changed = [
+            _change(key, value, now.get(key, value))
+            for key, value in self.record.items()
+            if now.get(key, value) != value
+        ]
         changed += [f"{key} (removed)" for key in self.record if key not in now]
         state = _state()
         changed += [
@@ -261,6 +274,16 @@ class Watch:
         if not changed:
             self._renew(now)
         return changed
+
+
+def _change(key: str, before: object, after: object) -> str:
+    """A changed entry, naming the names a class gained or lost (`Tensor (names: +softmax)`)."""
+    if isinstance(before, frozenset) and isinstance(after, frozenset):
+        names = [f"+{n}" for n in sorted(after - before)] + [
+            f"-{n}" for n in sorted(before - after)
+        ]
+        return f"{key.removesuffix(' (names)')} (names: {' '.join(names[:4])})"
+    return key
 
 
 def describe(changed: list[str], limit: int = 6) -> str:

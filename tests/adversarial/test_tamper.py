@@ -116,3 +116,25 @@ def test_the_rejection_names_what_changed(pool, task):
     assert "torch.empty_like" in result.message
     result = run_harness(pool, task, TAMPERING["grad mode switched off"], "cpu")
     assert "grad enabled (True -> False)" in result.message
+
+
+def test_what_triton_fills_in_on_first_use_is_no_change_and_a_method_added_to_a_class_is():
+    """On a GPU, Triton's driver keeps a singleton on its class on first use
+    (`CudaUtils.instance`): not a candidate's patch. A method put on a class that only inherited
+    it is (the dry run's `JITFunction.warmup` stand-in must leave none: tests/test_prewarm.py)."""
+    from triton.runtime.jit import JITFunction
+
+    from kernelbrain.engine.worker import tamper
+
+    watch = tamper.Watch(is_workspace=lambda module: False)
+    watch.before_candidate()
+    JITFunction.instance = object()
+    try:
+        assert watch.changes() == []
+        JITFunction.warmup = JITFunction.warmup  # inherited, now the class's own
+        try:
+            assert watch.changes() == ["triton.runtime.jit.JITFunction (names: +warmup)"]
+        finally:
+            del JITFunction.warmup
+    finally:
+        del JITFunction.instance
