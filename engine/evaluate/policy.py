@@ -24,6 +24,7 @@ import msgspec
 
 from ..index import parse_module, reach
 from ..task.spec import Task
+from . import module_reach
 
 ALLOWED_IMPORTS = {
     "torch",
@@ -185,6 +186,26 @@ MUTATORS = {
     "__setitem__",
     "pop",
     "clear",
+}
+# `operator`'s in-place functions, and the mutators above called unbound (`dict.update(M, ...)`),
+# change their first argument as a method call on it would.
+MUTATING_FUNCTIONS = MUTATORS | {
+    "setitem",
+    "delitem",
+    "iadd",
+    "iand",
+    "iconcat",
+    "ifloordiv",
+    "ilshift",
+    "imatmul",
+    "imod",
+    "imul",
+    "ior",
+    "ipow",
+    "irshift",
+    "isub",
+    "itruediv",
+    "ixor",
 }
 CACHE_DECORATORS = {"cache", "lru_cache", "cached_property"}
 
@@ -352,12 +373,16 @@ def _state_write(
                 "survives to the next call with the same tensor",
                 n.lineno,
             )
-    if (
-        isinstance(n, ast.Call)
-        and isinstance(n.func, ast.Attribute)
-        and n.func.attr in MUTATORS
-        and isinstance(n.func.value, ast.Name)
-        and n.func.value.id in module_names
+    if not isinstance(n, ast.Call) or ast.dump(n) in orig_dump:
+        return None
+    callee = n.func.attr if isinstance(n.func, ast.Attribute) else getattr(n.func, "id", "")
+    on_module_state = isinstance(n.func, ast.Attribute) and (
+        isinstance(n.func.value, ast.Name) and n.func.value.id in module_names
+    )
+    first = n.args[0] if n.args else None
+    passed_module_state = isinstance(first, ast.Name) and first.id in module_names
+    if (callee in MUTATORS and on_module_state) or (
+        callee in MUTATING_FUNCTIONS and passed_module_state
     ):
         return Rejection(
             "stateful", f"`{ast.unparse(n)}` in `{fn.name}` mutates module-level state", n.lineno
@@ -428,6 +453,14 @@ def static_gate(task: Task, original_source: str, candidate_source: str) -> Reje
     reached = _reaches_outside(tree, original)
     if reached is not None:
         return reached
+    passed = module_reach.modules_as_values(tree, original)
+    if passed:
+        return Rejection(
+            "forbidden-attribute",
+            f"the module `{passed[0].id}` is used as a value: a candidate may only reach into a "
+            "module it imports (`module.name`), so that the gate can read where it reaches",
+            passed[0].lineno,
+        )
     stateful = _stateful(tree, original)
     if stateful is not None:
         return stateful
@@ -607,7 +640,8 @@ def _reaches_outside(tree: ast.Module, original: ast.Module) -> Rejection | None
                         n.lineno,
                     )
                 private = any(p.startswith("_") and p != "__future__" for p in m.split("."))
-                if (_forbidden_dotted(m) or private) and ast.dump(n) not in orig_imports:
+                escape = module_reach.standard_escape(m, FORBIDDEN_BUILTINS)
+                if (_forbidden_dotted(m) or private or escape) and ast.dump(n) not in orig_imports:
                     return Rejection(
                         "forbidden-import",
                         f"`{ast.unparse(n)}` reaches outside the kernel's business",
@@ -652,10 +686,15 @@ def _reaches_outside(tree: ast.Module, original: ast.Module) -> Rejection | None
                     n.lineno,
                 )
             dotted = _dotted(n, aliases)
-            if _forbidden_dotted(dotted) and dotted not in orig_dotted:
+            if dotted in orig_dotted:
+                continue
+            escape = module_reach.standard_escape(dotted, FORBIDDEN_BUILTINS)
+            if _forbidden_dotted(dotted) or escape:
                 return Rejection(
                     "forbidden-attribute",
-                    f"`{ast.unparse(n)}` is `{dotted}`, which a candidate may not use",
+                    f"`{ast.unparse(n)}` is `{dotted}`"
+                    + (f", {escape}" if escape else "")
+                    + ", which a candidate may not use",
                     n.lineno,
                 )
     return None

@@ -439,14 +439,48 @@ RED_TEAM_GATE = {
     "module written through a local alias": in_launcher("kb_t = torch", "kb_t.kb_calls = 1"),
     "alias of an alias": in_launcher("kb_t = torch", "kb_u = kb_t", "kb_u.kb_calls = 1"),
 }
+# Red team, pass 4: modules and builtins reached where no list names them.
+RED_TEAM_GATE_4 = {
+    # an allowed standard module holding builtins or another module under a name of its own
+    "builtins as enum's attribute": at_top("import enum", launcher=("kb = enum.bltns",)),
+    "a builtin through enum's attribute": at_top(
+        "import enum as kb_e", launcher=("kb = kb_e.bltns.vars",)
+    ),
+    "builtins imported from enum": at_top("from enum import bltns as kb_b"),
+    "re behind typing's name for it": at_top(
+        "import typing", launcher=("kb = typing.stdlib_re.compile",)
+    ),
+    "copy through dataclasses": at_top("import dataclasses", launcher=("kb = dataclasses.copy",)),
+    # a module used as a value: the chain starts where the gate reads no name
+    "module in a list": in_launcher("kb = [torch][0].ops"),
+    "module in a conditional": in_launcher("kb = (torch if n_rows else triton).library"),
+    "module passed to a function": at_top(
+        "def kb_reach(m):", "    return m", launcher=("kb = kb_reach(torch).hub",)
+    ),
+    # state written through functions that mutate their first argument
+    "operator.setitem on module state": at_top(
+        "import operator", "KB_MEMO = {}", launcher=("operator.setitem(KB_MEMO, 0, x)",)
+    ),
+    "dict.update unbound on module state": at_top(
+        "KB_MEMO = {}", launcher=("dict.update(KB_MEMO, {0: x})",)
+    ),
+    "operator.iadd on a module list": at_top(
+        "import operator as kb_op", "KB_SEEN = []", launcher=("kb_op.iadd(KB_SEEN, [x])",)
+    ),
+}
 
 
-@pytest.mark.parametrize("name", sorted(RED_TEAM_GATE))
+@pytest.mark.parametrize("name", sorted(RED_TEAM_GATE | RED_TEAM_GATE_4))
 def test_red_team_routes_through_the_gate_are_closed(name):
     """What a red team got through the gate, by class, each in variations of its own."""
     from kernelbrain.engine.evaluate.policy import static_gate
 
     task = find_task(BASE, "softmax_kernel")
-    rejection = static_gate(task, SOURCE, RED_TEAM_GATE[name])
+    rejection = static_gate(task, SOURCE, (RED_TEAM_GATE | RED_TEAM_GATE_4)[name])
     assert rejection is not None, name
-    assert rejection.reason in ("forbidden-attribute", "module-code", "stateful"), rejection
+    assert rejection.reason in (
+        "forbidden-attribute",
+        "forbidden-import",
+        "module-code",
+        "stateful",
+    ), rejection
