@@ -79,6 +79,9 @@ def scrubbed_env(device: str) -> dict[str, str]:
     env = clean_environment()
     env["PYTHONUNBUFFERED"] = "1"
     env["PYTHONDONTWRITEBYTECODE"] = "1"
+    # A reference under torch.compile compiles inside the worker: no pool of Inductor processes
+    # outlives a request (the tamper watch counts the processes a request leaves running).
+    env["TORCHINDUCTOR_COMPILE_THREADS"] = "1"
     if device == "cpu":
         env["TRITON_INTERPRET"] = "1"
         env["CUDA_VISIBLE_DEVICES"] = ""

@@ -18,7 +18,7 @@ What it watches (by identity, not by value: replacing an object is what a patch 
 - Triton's knobs (launch hooks, cache and compilation settings) and the process environment;
 - PyTorch's global modes (grad, default dtype, TF32 and cuDNN flags, determinism, anomaly
   detection, threads, matmul precision, function and dispatch modes, the current CUDA stream),
-  the interpreter's profile and trace hooks, and the Python threads alive.
+  the interpreter's profile and trace hooks, the Python threads alive and the processes started.
 
 What it does not: native code (a `ctypes` write into a library's memory) changes no Python
 object. The sandbox keeps a candidate from loading its own native code, and the judge's checks
@@ -104,6 +104,18 @@ def _state() -> dict[str, object]:
 
 def _threads() -> set[int]:
     return {t.ident for t in threading.enumerate() if t.ident is not None}
+
+
+def _children() -> set[int]:
+    """The processes this one started that still run (Linux: each thread's `children` list)."""
+    found: set[int] = set()
+    try:
+        for task in os.scandir("/proc/self/task"):
+            with open(f"{task.path}/children", encoding="ascii") as listing:
+                found |= {int(pid) for pid in listing.read().split()}
+    except OSError:  # no /proc (not Linux): the sandbox's process limit still holds
+        pass
+    return found
 
 
 def _callable_ids(owner: str, namespace: dict, out: dict[str, object]) -> None:
@@ -195,6 +207,7 @@ class Watch:
         self.armed = False  # a candidate has been imported into this process
         self.record: dict[str, object] = {}
         self.threads: set[int] = set()
+        self.children: set[int] = set()
         self.state: dict[str, object] = {}
         self.environment: dict[str, str] = {}
 
@@ -231,6 +244,7 @@ class Watch:
     def _renew(self, fingerprint: dict[str, object]) -> None:
         self.record = fingerprint
         self.threads = _threads()
+        self.children = _children()
         self.state = _state()
         self.environment = dict(os.environ)
 
@@ -271,6 +285,9 @@ class Watch:
         started = len(_threads() - self.threads)
         if started:
             changed.append(f"{started} thread(s) it started still run")
+        spawned = len(_children() - self.children)
+        if spawned:
+            changed.append(f"{spawned} process(es) it started still run")
         if not changed:
             self._renew(now)
         return changed

@@ -63,6 +63,16 @@ TAMPERING: dict[str, str] = {
         "import threading as _th, time as _t",
         "_th.Thread(target=_t.sleep, args=(120,), daemon=True).start()",
     ),
+    "a process left running": at_top(
+        "import subprocess as _sp",
+        "_sp.Popen(['sleep', '120'])",
+    ),
+    "a forked child left running": at_top(
+        "import os as _os, time as _t",
+        "if _os.fork() == 0:",
+        "    _t.sleep(120)",
+        "    _os._exit(0)",
+    ),
     "the environment changed": at_top("import os as _os", "_os.environ['OMP_NUM_THREADS'] = '1'"),
     "a patch made on the third call": edit(
         ("def softmax(x):\n", "_CALLS = [0]\n\n\ndef softmax(x):\n"),
