@@ -82,12 +82,33 @@ def test_each_verification_draws_a_size_no_candidate_can_know():
     from kernelbrain.engine.worker import shapes
 
     args = (torch.randn(8, 128), torch.randn(128))
-    seeded = {int(label.split("->")[1].split()[0]) for label, _ in shapes.odd_sizes(args, [128], 0)}
-    drawn = set()
+    seeded = shapes.odd_sizes(args, [128], 0)
+    seeded_widths = {m[0].shape[1] for _, m in seeded}
+    seeded_rows = {m[0].shape[0] for _, m in seeded}
+    drawn, rows = set(), set()
     for _ in range(40):
-        ((label, made),) = shapes.unpredictable_size(args, [128])
+        (label, made), (row_label, more_rows) = shapes.unpredictable_sizes(args, [128])
         t = made[0].shape[1]
-        assert made[1].shape == (t,) and t % 2 == 1 and t > max(seeded | {128}), label
+        assert made[1].shape == (t,) and t % 2 == 1 and t > max(seeded_widths | {128}), label
         assert made[0].numel() + made[1].numel() <= shapes.MAX_GROWTH * (8 * 128 + 128)
         drawn.add(t)
-    assert len(drawn) > 5
+        # the row count too: past every seeded one, the width kept
+        r = more_rows[0].shape[0]
+        assert more_rows[0].shape[1] == 128 and r % 2 == 1 and r > max(seeded_rows), row_label
+        rows.add(r)
+    assert len(drawn) > 5 and len(rows) > 2
+
+
+def test_the_edge_and_precision_variants_keep_the_values():
+    """Rows apart in memory (a slice of a wider buffer) and float32 copies of half inputs hold
+    the same values; a case without half tensors has no float32 variant."""
+    import torch
+
+    from kernelbrain.engine.worker import shapes
+
+    x = torch.randn(4, 33, dtype=torch.float16)
+    (apart,) = shapes.padded_rows((x,))
+    assert apart.stride() == (36, 1) and torch.equal(apart, x)
+    (wide,) = shapes.in_float32((x,))
+    assert wide.dtype == torch.float32 and torch.equal(wide, x.float())
+    assert shapes.in_float32((x.float(),)) is None

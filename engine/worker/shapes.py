@@ -190,29 +190,33 @@ def odd_sizes(args, blocks: list[int], seed: int, limit: int = 12, others=()):
     return cases[:limit]
 
 
-def unpredictable_size(args, blocks: list[int], others=()):
-    """One size per verification that no candidate can know in advance: for the largest size of
-    the case, an odd number (so not a multiple of any power of two, up to the largest block the
-    launches use) drawn from the OS's randomness, above every size the seeded sweep takes and the
-    largest block, and within MAX_GROWTH of the case's elements. A kernel that misbehaves only
-    past some width, or only on widths the seeded sizes never take, meets it on a verification
+def unpredictable_sizes(args, blocks: list[int], others=()):
+    """Sizes per verification that no candidate can know in advance: for the largest size of
+    the case and for the smallest (the rows of a row-wise kernel), an odd number (so not a
+    multiple of any power of two, up to the largest block the launches use) drawn from the OS's
+    randomness, above every size the seeded sweep takes (and, for the largest, the largest
+    block), within MAX_GROWTH of the case's elements. A kernel that misbehaves only past some
+    width or row count, or only on sizes the seeded ones never take, meets it on a verification
     with a chance every time."""
     sizes = symbols(args)
     if not sizes:
         return []
-    s = max(sizes)
     base = _numel(args)
-    # past every size the seeded sweep takes (s + 1, the next prime, a block + 1)
-    lo = max(next_prime(s + 2), max(blocks, default=0) + 1) + 1
-    hi = min(2 * lo + 1, MAX_GROWTH * s)  # elements grow about as the size does
-    if hi <= lo:
-        return []
-    t = _OS_RANDOM.randrange(lo, hi + 1) | 1
-    where = ties(args, s, others)[0]
-    if base and _numel(resize_shapes_only(args, s, t, where)) > MAX_GROWTH * base:
-        return []
-    g = torch.Generator().manual_seed(t)
-    return [(f"{s}->{t} (drawn for this verification)", resize(args, s, t, g, where))]
+    made = []
+    extremes = [(max(sizes), True)] + ([(min(sizes), False)] if min(sizes) < max(sizes) else [])
+    for s, past_blocks in extremes:
+        # past every size the seeded sweep takes (s + 1, the next prime, a block + 1)
+        lo = max(next_prime(s + 2), max(blocks, default=0) + 1 if past_blocks else 0) + 1
+        hi = min(2 * lo + 1, MAX_GROWTH * s)  # elements grow about as the size does
+        if hi <= lo:
+            continue
+        t = _OS_RANDOM.randrange(lo, hi + 1) | 1
+        where = ties(args, s, others)[0]
+        if base and _numel(resize_shapes_only(args, s, t, where)) > MAX_GROWTH * base:
+            continue
+        g = torch.Generator().manual_seed(t)
+        made.append((f"{s}->{t} (drawn for this verification)", resize(args, s, t, g, where)))
+    return made
 
 
 def resize_shapes_only(args, old: int, new: int, where: set[Position] | None = None):
@@ -247,6 +251,22 @@ def non_contiguous(args):
             wide = torch.empty(*a.shape[:-1], 2 * a.shape[-1], dtype=a.dtype, device=a.device)
             wide[..., ::2].copy_(a.detach())
             out.append(wide.requires_grad_(a.requires_grad)[..., ::2])
+            changed = True
+        else:
+            out.append(a)
+    return tuple(out) if changed else None
+
+
+def padded_rows(args):
+    """The same values in rows that sit apart in memory (a slice of a wider buffer, as
+    `qkv[:, :d]`): unit inner stride, a row stride past the row's length, for 2-D+ float
+    tensors. A kernel that takes the row length for the row stride reads the gaps."""
+    out, changed = [], False
+    for a in args:
+        if isinstance(a, torch.Tensor) and a.dim() >= 2 and a.is_floating_point():
+            wide = torch.empty(*a.shape[:-1], a.shape[-1] + 3, dtype=a.dtype, device=a.device)
+            wide[..., : a.shape[-1]].copy_(a.detach())
+            out.append(wide.requires_grad_(a.requires_grad)[..., : a.shape[-1]])
             changed = True
         else:
             out.append(a)
@@ -298,17 +318,33 @@ def clone_args(args):
     """Copies of a case's arguments; one tensor passed twice stays one tensor. A strided view
     comes back dense (`Tensor.clone`): an original that assumes its inputs contiguous writes out
     of bounds on a truly strided one, which kills the worker (the interpreter's heap) or the CUDA
-    context, so the edge stage's strided inputs reach the entry as dense copies."""
+    context, so the edge stage's strided inputs reach the entry as dense copies. Rows apart in
+    memory (unit inner stride, a row stride past the row: `padded_rows`) stay apart: a kernel
+    that takes the row length for the row stride reads short of the gaps, never past the copy."""
     seen: dict[int, torch.Tensor] = {}
     out = []
     for a in args:
         if isinstance(a, torch.Tensor):
             if id(a) not in seen:
-                seen[id(a)] = a.clone()
+                seen[id(a)] = _copy(a)
             out.append(seen[id(a)])
         else:
             out.append(a)
     return tuple(out)
+
+
+def _rows_apart(t: torch.Tensor) -> bool:
+    """Row-major with gaps: unit inner stride, each outer stride at least the extent inside it."""
+    if t.dim() < 2 or t.stride(-1) != 1 or t.is_contiguous() or t.requires_grad:
+        return False
+    return all(t.stride(d) >= t.size(d + 1) * t.stride(d + 1) for d in range(t.dim() - 1))
+
+
+def _copy(t: torch.Tensor) -> torch.Tensor:
+    if not _rows_apart(t):
+        return t.clone()
+    copy = torch.empty_strided(t.size(), t.stride(), dtype=t.dtype, device=t.device)
+    return copy.copy_(t)
 
 
 def zeroed(args, which: list[int]):
@@ -332,6 +368,20 @@ def other_half_precision(args):
         return None
     return tuple(
         a.detach().to(HALF_SWAP[a.dtype]).requires_grad_(a.requires_grad)
+        if isinstance(a, torch.Tensor) and a.dtype in HALF_SWAP
+        else a
+        for a in args
+    )
+
+
+def in_float32(args):
+    """The case with its half-precision tensors in float32 (None when it holds none): the
+    precision a half-precision benchmark never shows, where a kernel that skips a stabilising
+    step (the row max of a softmax) overflows first."""
+    if not any(isinstance(a, torch.Tensor) and a.dtype in HALF_SWAP for a in args):
+        return None
+    return tuple(
+        a.detach().float().requires_grad_(a.requires_grad)
         if isinstance(a, torch.Tensor) and a.dtype in HALF_SWAP
         else a
         for a in args

@@ -1,10 +1,11 @@
 """The five correctness stages: which inputs each checks, and the determinism stage's own check.
 
 smoke (the small cases), sweep (every benchmark case on a GPU, plus odd sizes around the block
-sizes, primes and one row), stability (large, small, mixed magnitudes and -inf, at a looser
+sizes, primes and one row), stability (large, small, mixed magnitudes and ±inf, at a looser
 tolerance), determinism (three bitwise-equal runs, unless the original is not deterministic
-either) and edge (strided and column-major inputs and size-1 dimensions, where the original
-accepts them). Each stage draws fresh inputs from its own seed.
+either) and edge (strided, rows apart and column-major inputs and size-1 dimensions, where the
+original accepts them). The sweep also draws sizes per verification, and the sweep and the
+stability stage take the first small case in float32 too. Each stage draws fresh inputs from its own seed.
 """
 
 from __future__ import annotations
@@ -51,9 +52,12 @@ def stage_inputs(
             swapped = shapes.other_half_precision(args)
             if swapped is not None:  # the other half precision (bf16 benchmarks, fp16 small)
                 yield f"small case {i} in the other half precision", swapped, {"derived": True}
+            wider = shapes.in_float32(args) if i == 0 else None
+            if wider is not None:
+                yield f"small case {i} in float32", wider, {"derived": True}
             others = small[:i] + small[i + 1 :]
             made = shapes.odd_sizes(args, blocks, stage_seed(seed, f"sweep{i}"), others=others)
-            made = shapes.unpredictable_size(args, blocks, others) + made
+            made = shapes.unpredictable_sizes(args, blocks, others) + made
             for label, variant in made:
                 yield f"small case {i} size {label}", variant, {"derived": True}
     elif stage == "stability":
@@ -64,6 +68,13 @@ def stage_inputs(
                     shapes.scaled(args, kind, i),
                     {"scale": STABILITY_SCALE},
                 )
+            wider = shapes.in_float32(args) if i == 0 else None
+            if wider is not None:  # large values where float32 has the range to overflow
+                yield (
+                    f"small case {i} large in float32",
+                    shapes.scaled(wider, "large", i),
+                    {"scale": STABILITY_SCALE},
+                )
     elif stage == "determinism":
         drawn = cases.full("determinism") if full_cases else cases.small("determinism")
         yield "3 runs", drawn[0], {}
@@ -72,6 +83,7 @@ def stage_inputs(
         for i, args in enumerate(small):
             variants = [
                 ("strided", shapes.non_contiguous(args)),
+                ("rows apart", shapes.padded_rows(args)),
                 ("column-major", shapes.transposed(args)),
             ]
             others = small[:i] + small[i + 1 :]
