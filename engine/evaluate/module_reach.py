@@ -72,14 +72,14 @@ def imported_modules(tree: ast.Module) -> set[str]:
 def modules_as_values(tree: ast.Module, original: ast.Module) -> list[ast.Name]:
     """Uses of an imported module's name that are not the base of an attribute chain (and not
     in the original as written): `[torch][0]`, `f(torch)`, `m = torch`."""
-    modules = imported_modules(tree)
+    modules, original_modules = imported_modules(tree), imported_modules(original)
     as_attribute_base = {id(n.value) for n in ast.walk(tree) if isinstance(n, ast.Attribute)}
     original_uses = {
         ast.dump(parent)
         for parent in ast.walk(original)
         for child in ast.iter_child_nodes(parent)
         if isinstance(child, ast.Name)
-        and child.id in imported_modules(original)
+        and child.id in original_modules
         and not isinstance(parent, ast.Attribute)
     }
     found = []
