@@ -82,18 +82,32 @@ FORBIDDEN_ATTRS = {
     "urlopen",
 }
 FORBIDDEN_NAMES = {"__builtins__", "__loader__", "__spec__"}
-# Builtins refused whenever they are named, not only when called (`_ev = eval; _ev(...)`).
-FORBIDDEN_BUILTINS = FORBIDDEN_CALLS | {
-    "getattr",
-    "setattr",
-    "hasattr",
-    "attrgetter",
-    "methodcaller",
-    "help",
-    "object",
-    "type",
-    "super",
+# What evaluates a string as code: an annotation written as a string runs when these resolve it
+# (`def f(v: "__import__('os')")` and `typing.get_type_hints(f)`).
+EVALUATES_STRINGS = {
+    "get_type_hints",
+    "ForwardRef",
+    "evaluate_forward_ref",
+    "singledispatch",
+    "singledispatchmethod",
+    "make_dataclass",
 }
+# Builtins refused whenever they are named, not only when called (`_ev = eval; _ev(...)`).
+FORBIDDEN_BUILTINS = (
+    FORBIDDEN_CALLS
+    | EVALUATES_STRINGS
+    | {
+        "getattr",
+        "setattr",
+        "hasattr",
+        "attrgetter",
+        "methodcaller",
+        "help",
+        "object",
+        "type",
+        "super",
+    }
+)
 # Modules no kernel needs, reached by any attribute chain or import (`torch.sys`, `x.os`).
 FORBIDDEN_MODULES = {
     "os",
@@ -146,7 +160,7 @@ FORBIDDEN_PREFIXES = (
 )
 # Reached as attributes of anything (`operator.attrgetter(...)`, `UntypedStorage.from_file`):
 # getters by name give any attribute of any object, builtins included; a file mapped in.
-FORBIDDEN_METHODS = {
+FORBIDDEN_METHODS = EVALUATES_STRINGS | {
     "numpy",
     "tolist",
     "__setattr__",
@@ -366,6 +380,13 @@ def _state_write(
                 "that survives between calls",
                 n.lineno,
             )
+        if isinstance(t, ast.Subscript) and base.id in _parameters(fn):
+            return Rejection(
+                "stateful",
+                f"`{ast.unparse(t)} = ...` in `{fn.name}` writes into an argument's items: "
+                "module state passed in would keep it between calls",
+                n.lineno,
+            )
         if isinstance(t, ast.Attribute) and base.id in _parameters(fn):
             return Rejection(
                 "stateful",
@@ -376,11 +397,13 @@ def _state_write(
     if not isinstance(n, ast.Call) or ast.dump(n) in orig_dump:
         return None
     callee = n.func.attr if isinstance(n.func, ast.Attribute) else getattr(n.func, "id", "")
+    # an argument may be module state passed in (`_tick(_CALLS)`): it counts as module state
+    shared = module_names | _parameters(fn)
     on_module_state = isinstance(n.func, ast.Attribute) and (
-        isinstance(n.func.value, ast.Name) and n.func.value.id in module_names
+        isinstance(n.func.value, ast.Name) and n.func.value.id in shared
     )
     first = n.args[0] if n.args else None
-    passed_module_state = isinstance(first, ast.Name) and first.id in module_names
+    passed_module_state = isinstance(first, ast.Name) and first.id in shared
     if (callee in MUTATORS and on_module_state) or (
         callee in MUTATING_FUNCTIONS and passed_module_state
     ):
@@ -461,7 +484,7 @@ def static_gate(task: Task, original_source: str, candidate_source: str) -> Reje
             "module it imports (`module.name`), so that the gate can read where it reaches",
             passed[0].lineno,
         )
-    stateful = _stateful(tree, original)
+    stateful = _stateful(tree, original) or _string_annotations(tree, original)
     if stateful is not None:
         return stateful
     at_import = _runs_at_import(tree, original)
@@ -640,7 +663,9 @@ def _reaches_outside(tree: ast.Module, original: ast.Module) -> Rejection | None
                         n.lineno,
                     )
                 private = any(p.startswith("_") and p != "__future__" for p in m.split("."))
-                escape = module_reach.standard_escape(m, FORBIDDEN_BUILTINS)
+                escape = module_reach.standard_escape(m, FORBIDDEN_BUILTINS) or (
+                    m.split(".")[-1] in FORBIDDEN_METHODS
+                )
                 if (_forbidden_dotted(m) or private or escape) and ast.dump(n) not in orig_imports:
                     return Rejection(
                         "forbidden-import",
@@ -696,6 +721,33 @@ def _reaches_outside(tree: ast.Module, original: ast.Module) -> Rejection | None
                     + (f", {escape}" if escape else "")
                     + ", which a candidate may not use",
                     n.lineno,
+                )
+    return None
+
+
+def _string_annotations(tree: ast.Module, original: ast.Module) -> Rejection | None:
+    """An annotation holding a string is code `typing` evaluates, with the module's builtins,
+    whenever something resolves the hints: refused where the original has none like it."""
+    orig_nodes = {ast.dump(n) for n in ast.walk(original)}
+    for n in ast.walk(tree):
+        if isinstance(n, ast.arg) or isinstance(n, ast.AnnAssign):
+            annotations = [n.annotation]
+        elif isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            annotations = [n.returns]
+        else:
+            continue
+        for annotation in annotations:
+            if annotation is None or ast.dump(annotation) in orig_nodes:
+                continue
+            if any(
+                isinstance(c, ast.Constant) and isinstance(c.value, str)
+                for c in ast.walk(annotation)
+            ):
+                return Rejection(
+                    "module-code",
+                    f"the annotation `{ast.unparse(annotation)}` is a string, which `typing` "
+                    "evaluates as code: write the type itself",
+                    annotation.lineno,
                 )
     return None
 

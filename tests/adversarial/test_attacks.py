@@ -470,13 +470,48 @@ RED_TEAM_GATE_4 = {
 }
 
 
-@pytest.mark.parametrize("name", sorted(RED_TEAM_GATE | RED_TEAM_GATE_4))
+# Red team, pass 5: strings evaluated as code, state kept through a helper's parameters.
+RED_TEAM_GATE_5 = {
+    "code in a string annotation, resolved by get_type_hints": at_top(
+        "import typing",
+        "def kb_hint(v: \"__import__('os')\"):",
+        "    return v",
+        launcher=("typing.get_type_hints(kb_hint)",),
+    ),
+    "get_type_hints imported under another name": at_top(
+        "from typing import get_type_hints as kb_g", launcher=("kb_g(softmax)",)
+    ),
+    "singledispatch resolving annotations": at_top(
+        "import functools", launcher=("functools.singledispatch(len)",)
+    ),
+    "a string inside a subscripted annotation": at_top(
+        "import typing", "def kb_f(v: typing.List['kb']):", "    return v"
+    ),
+    "a string return annotation": at_top("def kb_f() -> 'kb':", "    return 0"),
+    "call count through a helper's parameter": at_top(
+        "KB_CALLS = [0]",
+        "def kb_tick(c):",
+        "    c[0] = c[0] + 1",
+        "    return c[0]",
+        launcher=("kb_tick(KB_CALLS)",),
+    ),
+    "augmented write into a parameter": at_top(
+        "KB_CALLS = [0]", "def kb_tick(c):", "    c[0] += 1", launcher=("kb_tick(KB_CALLS)",)
+    ),
+    "a helper appending to its parameter": at_top(
+        "KB_SEEN = []", "def kb_keep(c, v):", "    c.append(v)", launcher=("kb_keep(KB_SEEN, x)",)
+    ),
+}
+ALL_GATE = RED_TEAM_GATE | RED_TEAM_GATE_4 | RED_TEAM_GATE_5
+
+
+@pytest.mark.parametrize("name", sorted(ALL_GATE))
 def test_red_team_routes_through_the_gate_are_closed(name):
     """What a red team got through the gate, by class, each in variations of its own."""
     from kernelbrain.engine.evaluate.policy import static_gate
 
     task = find_task(BASE, "softmax_kernel")
-    rejection = static_gate(task, SOURCE, (RED_TEAM_GATE | RED_TEAM_GATE_4)[name])
+    rejection = static_gate(task, SOURCE, ALL_GATE[name])
     assert rejection is not None, name
     assert rejection.reason in (
         "forbidden-attribute",
