@@ -23,6 +23,7 @@ user namespaces or root). Where it does not, workers run unsandboxed and `notice
 
 from __future__ import annotations
 
+import fnmatch
 import functools
 import glob
 import os
@@ -72,6 +73,36 @@ SOCKET_DIRS = ("/tmp", "/var/tmp", "/run", "/var/run")
 # each folder from a task's file up to its repository's root.
 HIDDEN_WORKSPACE_DIRS = (".git", ".hg", ".svn")
 HIDDEN_WORKSPACE_FILES = (".env", ".envrc", ".netrc", ".git-credentials", ".pypirc")
+# Secret-looking names hidden anywhere below the workspace root, not only beside the kernel:
+# `config/.env`, `prod.env`, keys and certificates, cloud credentials.
+SECRET_NAME_PATTERNS = (
+    ".env",
+    ".env.*",
+    "*.env",
+    ".envrc",
+    ".netrc",
+    ".git-credentials",
+    ".pypirc",
+    "*.pem",
+    "*.key",
+    "*.p12",
+    "*.pfx",
+    "id_rsa*",
+    "id_ed25519*",
+    "id_ecdsa*",
+    "credentials",
+    "credentials.json",
+    "secrets.*",
+    ".secrets",
+    ".npmrc",
+    ".pgpass",
+)
+# Folders not searched for them (too large to walk at every start, and never the workspace's
+# own secrets): environments, dependencies, caches.
+UNSEARCHED_DIRS = frozenset(
+    {"node_modules", ".venv", "venv", "site-packages", "__pycache__", ".tox", ".mypy_cache"}
+)
+SECRET_SEARCH_LIMIT = 20_000  # entries looked at below the workspace root, at most
 # In `.kernelbrain/`, the store's files are hidden (the database, its journal, copies moved
 # aside); harness drafts beside them stay readable: the harness being drafted runs from there.
 STORE_FOLDER, STORE_FILES = ".kernelbrain", "kernelbrain.db"
@@ -220,7 +251,30 @@ def workspace_private(file: str) -> tuple[list[str], list[str]]:
         if ".git" in names or ".hg" in names or here in (home, parent):
             break
         here = parent
+    if here not in (home, os.path.dirname(here)):  # a workspace root, not the home folder or `/`
+        folders += [f for f in _secrets_below(here, files) if f not in folders]
     return folders, files
+
+
+def _secrets_below(root: str, files: list[str]) -> list[str]:
+    """Adds to `files` every secret-looking file below `root` (SECRET_NAME_PATTERNS); returns
+    the repository folders found below it (a nested `.git`)."""
+    folders: list[str] = []
+    seen = 0
+    for here, dirs, names in os.walk(root):
+        seen += len(dirs) + len(names)
+        if seen > SECRET_SEARCH_LIMIT:
+            break
+        for name in dirs:
+            if name in HIDDEN_WORKSPACE_DIRS:
+                folders.append(os.path.realpath(os.path.join(here, name)))
+        dirs[:] = [d for d in dirs if d not in UNSEARCHED_DIRS and d not in HIDDEN_WORKSPACE_DIRS]
+        for name in names:
+            if any(fnmatch.fnmatch(name, p) for p in SECRET_NAME_PATTERNS):
+                path = os.path.realpath(os.path.join(here, name))
+                if os.path.isfile(path) and path not in files:
+                    files.append(path)
+    return folders
 
 
 def _bwrap_argv(

@@ -2,7 +2,8 @@
 (`.git`, where remotes keep tokens), KernelBrain's store (`.kernelbrain/kernelbrain.db`,
 verdicts and sources)
 and dotenv files, in the kernel's folder and every folder above it up to the repository's
-root. The kernel's own modules stay readable. Candidates run past the gate (straight to the
+root, and secret-looking files (dotenv, keys, credentials, nested repositories) anywhere below
+that root. The kernel's own modules stay readable. Candidates run past the gate (straight to the
 sandboxed harness), as if the gate had been bypassed."""
 
 from __future__ import annotations
@@ -53,6 +54,21 @@ READERS = {
         "if kb_got:",
         "    raise RuntimeError('leaked: ' + ' | '.join(kb_got))",
     ),
+    # every file of the workspace, sibling and nested folders included
+    "by walking the whole workspace": (
+        "import os as kb_os",
+        "kb_got = []",
+        "for kb_d, _, kb_ns in kb_os.walk('@ROOT@'):",
+        "    for kb_n in kb_ns:",
+        "        try:",
+        "            kb_t = open(kb_os.path.join(kb_d, kb_n), errors='replace').read()",
+        "        except OSError:",
+        "            continue",
+        "        if '@SECRET@' in kb_t:",
+        "            kb_got.append(kb_n + '=' + kb_t)",
+        "if kb_got:",
+        "    raise RuntimeError('leaked: ' + ' | '.join(kb_got))",
+    ),
     # names of the hidden files may show (an empty file is bound over each, the store's too:
     # harness drafts beside it stay readable); what the hidden folders held may not
     "by listing the hidden folders": (
@@ -83,6 +99,15 @@ def test_a_candidate_reads_no_secret_of_the_workspace(tmp_path):
     keys = tmp_path / "keys.txt"  # outside the repository, reached through a linked dotenv
     keys.write_text(f"KEY={SECRET}\n")
     (ws / ".env.production").symlink_to(keys)
+    # secret-looking files anywhere below the root: a sibling folder, the kernel's own folder
+    # under a name of its own, a key, a nested repository
+    (root / "config").mkdir()
+    (root / "config" / ".env").write_text(f"PASSWORD={SECRET}\n")
+    (ws / "prod.env").write_text(f"TOKEN={SECRET}\n")
+    (root / "deploy").mkdir()
+    (root / "deploy" / "server.pem").write_text(f"-----BEGIN {SECRET}-----\n")
+    subprocess.run(["git", "init", "-q", str(root / "vendored")], check=True)
+    (root / "vendored" / ".git" / "config").write_text(f"[remote]\n\turl = {SECRET}\n")
     (ws / ".kernelbrain").mkdir()
     (ws / ".kernelbrain" / "kernelbrain.db").write_text(SECRET)
     with WorkerPool() as pool:
@@ -90,7 +115,7 @@ def test_a_candidate_reads_no_secret_of_the_workspace(tmp_path):
         assert honest.accepted, honest.message  # the kernel's own files are readable
         for name, lines in READERS.items():
             source = at_top(*lines).replace("@WS@", str(ws)).replace("@ROOT@", str(root))
-            source = source.replace("@KEYS@", str(keys))
+            source = source.replace("@KEYS@", str(keys)).replace("@SECRET@", SECRET)
             result = run_harness(pool, task, source, "cpu")
             assert SECRET not in result.message, f"{name}: {result.message[:500]}"
             assert result.accepted, (
