@@ -77,8 +77,10 @@ def _serve(device: str, rfd: int, wfd: int) -> None:
     loader = ModuleLoader(on_disk_only=judge)
     watch = None
     if not judge:  # a process that imports candidates: what they change is checked (tamper.py)
-        from .tamper import Watch
+        from . import timing  # noqa: F401  (loaded before any candidate: its constants are watched)
+        from .tamper import Watch, guard_process
 
+        guard_process()
         watch = Watch(loader.is_workspace)
         loader.before_candidate = watch.before_candidate
     ready = m.Ready(

@@ -18,7 +18,9 @@ What it watches (by identity, not by value: replacing an object is what a patch 
 - Triton's knobs (launch hooks, cache and compilation settings) and the process environment;
 - PyTorch's global modes (grad, default dtype, TF32 and cuDNN flags, determinism, anomaly
   detection, threads, matmul precision, function and dispatch modes, the current CUDA stream),
-  the interpreter's profile and trace hooks, the Python threads alive and the processes started.
+  the interpreter's profile and trace hooks, the Python threads alive and the processes started;
+- the named constants of this package (upper-case names: the judge's tolerances and scales) by
+  value, and the source each Triton kernel compiles from.
 
 What it does not: native code (a `ctypes` write into a library's memory) changes no Python
 object. The sandbox keeps a candidate from loading its own native code, and the judge's checks
@@ -106,15 +108,47 @@ def _threads() -> set[int]:
     return {t.ident for t in threading.enumerate() if t.ident is not None}
 
 
+PR_SET_DUMPABLE, PR_SET_CHILD_SUBREAPER = 4, 36  # <linux/prctl.h>
+
+
+def guard_process() -> None:
+    """Two settings of the runner's own (Linux), so that a process a candidate starts stays in
+    view and out of the runner's memory: a child subreaper (a process its children orphan, by a
+    double fork or `setsid`, becomes its child, which `_children` lists), and not dumpable (no
+    other process of the sandbox opens its memory through `/proc/PID/mem`: the sandbox drops the
+    capability that would allow it). Elsewhere, nothing."""
+    import ctypes
+
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+        libc.prctl(PR_SET_DUMPABLE, 0, 0, 0, 0)
+    except (OSError, AttributeError):  # no prctl: the sandbox's process limit still holds
+        pass
+
+
 def _children() -> set[int]:
-    """The processes this one started that still run (Linux: each thread's `children` list)."""
+    """The processes this one started, or inherited as their subreaper, that still run (each
+    thread's `children` list); exited ones are reaped, not counted."""
     found: set[int] = set()
     try:
         for task in os.scandir("/proc/self/task"):
             with open(f"{task.path}/children", encoding="ascii") as listing:
                 found |= {int(pid) for pid in listing.read().split()}
     except OSError:  # no /proc (not Linux): the sandbox's process limit still holds
-        pass
+        return found
+    for pid in list(found):
+        try:
+            with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as stat:
+                state = stat.read().rpartition(")")[2].split()[0]
+        except (OSError, IndexError):
+            state = "Z"
+        if state in ("Z", "X"):
+            found.discard(pid)
+            try:
+                os.waitpid(pid, os.WNOHANG)  # an orphan it inherited: reaped here
+            except ChildProcessError:
+                pass
     return found
 
 
@@ -131,6 +165,23 @@ def _callable_ids(owner: str, namespace: dict, out: dict[str, object]) -> None:
                 )
         elif issubclass(kind, (classmethod, staticmethod, property)):
             out[f"{owner}.{key}"] = id(value)
+
+
+SCALARS = (int, float, complex, str, bytes, bool, type(None))
+
+
+def _constants(owner: str, namespace: dict, out: dict[str, object]) -> None:
+    """Named constants (`STALE_SCALE`, `BLOCK`: upper-case names holding numbers, strings or
+    tuples of them) by what they read as now, not by the object: a constant rebound, or written
+    in place through memory, reads differently."""
+    for key, value in list(namespace.items()):
+        if not key.isupper():
+            continue
+        kind = type(value)
+        if kind in SCALARS or (
+            kind in (tuple, frozenset) and all(type(v) in SCALARS for v in value)
+        ):
+            out[f"{owner}.{key} (value)"] = hash(repr(value))
 
 
 def _behaviour(value: object) -> bool:
@@ -159,6 +210,9 @@ def _kernel_attributes(owner: str, kernel: object, out: dict[str, object]) -> No
             elif isinstance(value, list) and (key.endswith("hooks") or all(map(callable, value))):
                 out[f"{owner}:{key}"] = tuple(map(id, value))
         out[f"{owner} (callables)"] = hash(frozenset(callables))
+        source = vars(kernel).get("_src", vars(kernel).get("src"))
+        if isinstance(source, str):  # `_unsafe_update_src` swaps what the kernel compiles from
+            out[f"{owner} (source)"] = hash(source)
         out[f"{owner} (cached properties its own)"] = cached_honest
         kernel = getattr(kernel, "fn", None)
         owner += ".fn"
@@ -226,6 +280,8 @@ class Watch:
             out[f"sys.modules[{name}]"] = id(module)
             namespace = vars(module)
             _callable_ids(name, namespace, out)
+            if name.split(".")[0] == PACKAGE:  # the workspace's own may hold its state
+                _constants(name, namespace, out)
             for key, value in list(namespace.items()):
                 kind = type(value)
                 if issubclass(kind, type) and vars(value).get("__module__") == name:

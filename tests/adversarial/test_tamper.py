@@ -73,6 +73,24 @@ TAMPERING: dict[str, str] = {
         "    _t.sleep(120)",
         "    _os._exit(0)",
     ),
+    "a grandchild orphaned by a double fork": at_top(
+        "import os as _os, time as _t",
+        "if _os.fork() == 0:",
+        "    _os.setsid()",
+        "    if _os.fork() == 0:",
+        "        _t.sleep(120)",
+        "    _os._exit(0)",
+        "_os.waitpid(-1, 0)",
+    ),
+    "a judge's constant rebound": at_top(
+        "from kernelbrain.engine.worker import timing as _tm",
+        "_tm.STALE_SCALE = 1e30",
+    ),
+    "a judge's constant written in place through memory": at_top(
+        "import ctypes as _c",
+        "from kernelbrain.engine.worker import stages as _st",
+        "_c.c_double.from_address(id(_st.STABILITY_SCALE) + 16).value = 1e30",
+    ),
     "the environment changed": at_top("import os as _os", "_os.environ['OMP_NUM_THREADS'] = '1'"),
     "a patch made on the third call": edit(
         ("def softmax(x):\n", "_CALLS = [0]\n\n\ndef softmax(x):\n"),
@@ -148,3 +166,16 @@ def test_what_triton_fills_in_on_first_use_is_no_change_and_a_method_added_to_a_
             del JITFunction.warmup
     finally:
         del JITFunction.instance
+
+
+def test_no_other_process_of_the_sandbox_opens_the_runners_memory(pool, task):
+    """A process a candidate starts could write the runner's memory through `/proc/PID/mem`
+    (below anything Python can watch); the runner is not dumpable, so the open fails."""
+    probe = at_top(
+        "import os as _os, subprocess as _sp, sys as _s",
+        "_rc = _sp.run([_s.executable, '-c', f'open(\"/proc/{_os.getpid()}/mem\", \"r+b\")'],",
+        "              capture_output=True).returncode",
+        "raise RuntimeError(f'kb-mem-open-exit-{_rc}')",
+    )
+    result = run_harness(pool, task, probe, "cpu")
+    assert "kb-mem-open-exit-1" in result.message, result.message

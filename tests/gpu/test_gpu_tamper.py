@@ -37,6 +37,13 @@ SLOWING_THE_ORIGINAL = {
     "a launch hook that synchronises": at_top(
         "triton.knobs.runtime.launch_enter_hook = lambda *a, **k: torch.cuda.synchronize()",
     ),
+    # what the original's kernel compiles from, swapped for a slower body (a GPU `JITFunction`)
+    "the original kernel's source swapped": at_top(
+        *ORIGINAL_MODULE,
+        "_k = _orig.softmax_kernel",
+        "_k._unsafe_update_src(_k.src.replace('e = tl.exp(x - m)', "
+        "'e = tl.exp(tl.exp(tl.log(tl.exp(x - m))) * 0 + (x - m))'))",
+    ),
 }
 
 
