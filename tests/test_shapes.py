@@ -112,3 +112,30 @@ def test_the_edge_and_precision_variants_keep_the_values():
     (wide,) = shapes.in_float32((x,))
     assert wide.dtype == torch.float32 and torch.equal(wide, x.float())
     assert shapes.in_float32((x.float(),)) is None
+
+
+def test_outputs_created_beside_inputs_with_rows_apart_have_room_for_the_inputs_strides():
+    """A launcher that creates its output dense (`empty_like` of a view with gaps between rows)
+    while its kernel indexes the output with the input's row stride writes past the output's
+    end: under the audit such a call's created tensors carry room for the input's whole span,
+    so the writes land there (the original is then found wrong on that input and the input left
+    out) instead of in the heap of the process that judges. Dense inputs get tensors as asked."""
+    from kernelbrain.engine.worker.audit import AuditMode, guard_span
+
+    x = torch.randn(6, 40, dtype=torch.float16)
+    (apart,) = shapes.clone_args(shapes.padded_rows((x,)))
+    span = guard_span((apart,))
+    assert span == apart.untyped_storage().nbytes() // 2 and apart.stride(0) == 43
+    with AuditMode(guard_elements=span):
+        out = torch.empty_like(apart)
+        ones = torch.ones(6, 40, dtype=torch.float32)
+    assert out.is_contiguous() and out.shape == apart.shape
+    assert out.untyped_storage().nbytes() >= (6 * 40 + span) * 2
+    assert torch.equal(ones, torch.ones(6, 40)) and ones.untyped_storage().nbytes() > 6 * 40 * 4
+    # what the kernel writes: row r at r * 43, inside the room
+    last = (6 - 1) * apart.stride(0) + 40
+    assert last * out.element_size() <= out.untyped_storage().nbytes()
+    assert guard_span((x,)) == 0
+    with AuditMode(guard_elements=guard_span((x,))):
+        dense = torch.empty_like(x)
+    assert dense.untyped_storage().nbytes() == x.numel() * 2

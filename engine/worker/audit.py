@@ -4,7 +4,10 @@
 - poisons every tensor the entry allocates with a NaN whose bit pattern is recognisable, so an
   element the kernel never wrote is detected as unwritten rather than passing by luck;
 - records the PyTorch ops the entry runs *outside* Triton kernel launches, so a candidate that
-  computes its result with PyTorch (a "fallback") is caught.
+  computes its result with PyTorch (a "fallback") is caught;
+- on request (`guard_elements`), backs every tensor the entry creates with room past its end,
+  so a kernel that indexes its own output with an input's strides writes into that room rather
+  than into the process's heap or another tensor (`guarded`).
 Kernel launches are found through `KernelInterface.__getitem__`, the one path by which
 `kernel[grid](...)` runs (jit, autotune, heuristics, interpreter); the mode is suspended inside.
 """
@@ -31,6 +34,11 @@ POISON_INT = {
     torch.int16: -0x5A5B,
     torch.int8: -0x5B,
 }
+
+# Tensors a launcher creates: where a kernel's writes land.
+CREATION_OPS = ALLOCATION_OPS | (FILL_OPS - {"fill_", "zero_"})
+# Room past every guarded tensor beyond the largest argument's span (bytes).
+GUARD_BYTES = 4096
 
 _active: list["AuditMode"] = []
 recorders: list = []  # dry-run recorders (specialize.Recorder): launches are recorded, not run
@@ -117,9 +125,33 @@ def install_launch_hook() -> None:
     _installed = True
 
 
+def guarded(t: torch.Tensor, elements: int) -> torch.Tensor:
+    """`t` (same values, shape, strides and offset) in a storage with `elements` of its dtype,
+    plus GUARD_BYTES, past the end of what it needs."""
+    need = t.untyped_storage().nbytes() + elements * t.element_size() + GUARD_BYTES
+    room = torch.empty(need, dtype=torch.uint8, device=t.device)
+    out = t.new_empty(0).set_(room.untyped_storage(), t.storage_offset(), t.size(), t.stride())
+    return out.copy_(t)
+
+
+def guard_span(args) -> int:
+    """Room (elements) each created tensor needs when a call's inputs sit apart in memory: the
+    largest tensor argument's storage, in its elements. An output the launcher creates dense
+    (`empty_like` of a view with gaps between its rows) and the kernel indexes with the input's
+    row stride reaches that far past its start and no further. 0 when every tensor argument is
+    dense (nothing to guard)."""
+    tensors = [a for a in args if isinstance(a, torch.Tensor) and a.device.type != "meta"]
+    if all(t.is_contiguous() or t.numel() == 0 for t in tensors):
+        return 0
+    return max(t.untyped_storage().nbytes() // t.element_size() for t in tensors)
+
+
 class AuditMode(TorchDispatchMode):
-    def __init__(self, poison_allocations: bool = True):
+    def __init__(self, poison_allocations: bool = True, guard_elements: int = 0):
+        """`guard_elements`: room past the end of every tensor the entry creates (`guarded`);
+        0 creates them as asked."""
         super().__init__()
+        self.guard_elements = guard_elements
         self.ops: Counter[str] = Counter()
         self.on_tensors: set[str] = (
             set()
@@ -148,6 +180,13 @@ class AuditMode(TorchDispatchMode):
             t = out if isinstance(out, torch.Tensor) else None
             if t is not None:
                 self.bytes_written += t.numel() * t.element_size() * (2 if name in COPY_OPS else 1)
+        if (
+            self.guard_elements
+            and name in CREATION_OPS
+            and isinstance(out, torch.Tensor)
+            and out.device.type != "meta"
+        ):
+            out = guarded(out, self.guard_elements)
         if self.poison_allocations and name in ALLOCATION_OPS:
             poison(out)
         return out

@@ -141,7 +141,7 @@ class LocalRunner:
         """One call on a clone of `args`; `ghost`: with every Triton kernel skipped."""
         clones = shapes.clone_args(args)
         places = [memory_of(c) for c in clones]
-        mode = AuditMode()
+        mode = AuditMode(guard_elements=audit.guard_span(clones))
         before = audit.launch_count()
         with kernels_skipped() if ghost else contextlib.nullcontext():
             out = self.call(

@@ -320,7 +320,9 @@ def clone_args(args):
     of bounds on a truly strided one, which kills the worker (the interpreter's heap) or the CUDA
     context, so the edge stage's strided inputs reach the entry as dense copies. Rows apart in
     memory (unit inner stride, a row stride past the row: `padded_rows`) stay apart: a kernel
-    that takes the row length for the row stride reads short of the gaps, never past the copy."""
+    that takes the row length for the row stride reads short of the gaps, never past the copy,
+    and one that indexes the dense output its launcher creates with the input's row stride
+    writes into the room the audit gives created tensors (`audit.guarded`)."""
     seen: dict[int, torch.Tensor] = {}
     out = []
     for a in args:
