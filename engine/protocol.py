@@ -179,11 +179,13 @@ class NeedRuns(msgspec.Struct, tag="need_runs"):
 
 
 class RunnerFailed(msgspec.Struct, tag="runner_failed"):
-    """From the engine to the judge: the runner died or hung (kind as `WorkerDied.kind`)."""
+    """From the engine to the judge: the runner died or hung (kind as `WorkerDied.kind`), or
+    answered with an error of its own (`ended` False: it still runs)."""
 
     kind: str
     message: str
     stage: str | None = None
+    ended: bool = True
 
 
 Request = Union[

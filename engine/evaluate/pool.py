@@ -190,6 +190,7 @@ class WorkerProcess:
         # list, read at each start); `started_for` is what the running process hides.
         self.workspace_files = workspace_files if workspace_files is not None else []
         self.started_for: tuple[str, ...] = ()
+        self.view: sandbox.View | None = None  # what the running process shows and hides
         self.proc: subprocess.Popen | None = None
         self.info: m.Ready | None = None
         self._stderr: collections.deque[str] = collections.deque(maxlen=300)
@@ -230,6 +231,7 @@ class WorkerProcess:
         unsandboxed = sandbox.notice()
         if unsandboxed:  # said once per engine process, plainly
             sys.stderr.write(f"kernelbrain: {unsandboxed}\n")
+        view = sandbox.view(self.workspace_files)
         argv, env = sandbox.command(
             [
                 sys.executable,
@@ -245,8 +247,9 @@ class WorkerProcess:
             gpu=on_gpu,
             workspace_files=list(self.workspace_files),
             scratch_quota=SCRATCH_QUOTA_BYTES,
+            seen=view,
         )
-        self.started_for = tuple(self.workspace_files)
+        self.started_for, self.view = tuple(self.workspace_files), view
         self.proc = _spawn(
             argv,
             pass_fds=(to_child_r, from_child_w),
@@ -448,7 +451,8 @@ class WorkerPool:
                 tail = f"\n{d.stderr[-1500:]}" if d.stderr else ""
                 return m.RunnerFailed(d.kind, d.message + tail, d.stage)
             if isinstance(answer, facts.WorkerError):
-                return m.RunnerFailed(answer.reason, answer.message)
+                ended = answer.reason in facts.FATAL_REASONS  # the runner exits after it
+                return m.RunnerFailed(answer.reason, answer.message, ended=ended)
             return answer
 
         return self._call(JUDGE_PREFIX + device, request, timeout_s, on_progress, relay)
@@ -480,8 +484,9 @@ class WorkerPool:
 
     def _serve(self, worker: WorkerProcess, request) -> None:
         """Before `worker` runs `request`: its task's workspace is protected, and a worker
-        started before that is restarted (its sandbox would neither show it nor hide its
-        secrets)."""
+        started before that is restarted unless its sandbox already shows and hides what a new
+        one would (`sandbox.View`: another kernel of the same workspace); a restart costs the
+        imports of PyTorch and Triton again."""
         paths = task_paths(getattr(request, "task", None))
         file = getattr(request, "file", None)
         if isinstance(file, str) and file:
@@ -490,7 +495,10 @@ class WorkerPool:
             return
         self.protect(*paths)
         if worker.alive and any(os.path.realpath(p) not in worker.started_for for p in paths):
-            worker.stop()
+            if sandbox.view(self.workspace_files) == worker.view:
+                worker.started_for = tuple(self.workspace_files)
+            else:
+                worker.stop()
 
     def retire(self, device: str) -> None:
         """Stop `device`'s worker, if it runs; the next call starts a fresh one."""

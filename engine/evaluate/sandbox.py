@@ -32,6 +32,7 @@ import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 from ..api.secrets import state_dir
 
@@ -220,7 +221,8 @@ def workspace_private(file: str) -> tuple[list[str], list[str]]:
     """(folders, files) to hide from code run for a task whose file is `file`: in each folder
     from the file's up to the first that holds a repository (or to the home folder, or `/`), the
     folders of `HIDDEN_WORKSPACE_DIRS`, the files of `HIDDEN_WORKSPACE_FILES` (and `.env.*`) and
-    the store's files.
+    the store's files; below the repository's root (without one, the workspace's root:
+    `workspace_root`), every secret-looking file (`_secrets_below`).
     The kernel's modules and its harness stay readable."""
     folders: list[str] = []
     files: list[str] = []
@@ -251,9 +253,32 @@ def workspace_private(file: str) -> tuple[list[str], list[str]]:
         if ".git" in names or ".hg" in names or here in (home, parent):
             break
         here = parent
+    if here in (home, os.path.dirname(here)):  # no repository: the workspace's own root
+        here = workspace_root(real)
     if here not in (home, os.path.dirname(here)):  # a workspace root, not the home folder or `/`
         folders += [f for f in _secrets_below(here, files) if f not in folders]
     return folders, files
+
+
+class View(NamedTuple):
+    """What a sandbox started for some task files shows and hides of their workspaces: two
+    sandboxes with equal views differ in nothing a task could see."""
+
+    folders: tuple[str, ...]  # hidden (`workspace_private`)
+    files: tuple[str, ...]  # hidden
+    roots: tuple[str, ...]  # the workspace roots kept visible under masked folders (`/tmp`)
+
+
+def view(workspace_files) -> View:
+    """The `View` of a sandbox for `workspace_files` (their workspaces are walked now)."""
+    folders: list[str] = []
+    files: list[str] = []
+    for f in workspace_files:
+        more_folders, more_files = workspace_private(f)
+        folders += [p for p in more_folders if p not in folders]
+        files += [p for p in more_files if p not in files]
+    roots = sorted({workspace_root(f) for f in workspace_files})
+    return View(tuple(folders), tuple(files), tuple(roots))
 
 
 def _secrets_below(root: str, files: list[str]) -> list[str]:
@@ -353,6 +378,7 @@ def command(
     gpu: bool,
     workspace_files: list[str] | tuple[str, ...] = (),
     scratch_quota: int | None = None,
+    seen: View | None = None,
 ) -> tuple[list[str], dict[str, str]]:
     """(argv, env) that run `argv` in the sandbox, or unchanged where it is unavailable.
 
@@ -360,7 +386,8 @@ def command(
     `writable` are shared folders it may write (Triton's cache); for each of
     `workspace_files` (a task's kernel file) what `workspace_private` finds is hidden. With
     `scratch_quota` (bytes) the scratch folder is a tmpfs of that size inside the sandbox
-    (for processes whose scratch the engine never reads back). The
+    (for processes whose scratch the engine never reads back); `seen` is the `view` of
+    `workspace_files` where the caller has it already. The
     environment is passed explicitly (`--clearenv` + `--setenv`), so nothing of bwrap's own
     environment leaks in.
     """
@@ -372,14 +399,10 @@ def command(
     iso = probe()
     if not iso.available:
         return argv, env
-    folders: list[str] = []
-    files: list[str] = []
-    for f in workspace_files:
-        more_folders, more_files = workspace_private(f)
-        folders += [p for p in more_folders if p not in folders]
-        files += [p for p in more_files if p not in files]
+    seen = seen if seen is not None else view(workspace_files)
+    hidden = (list(seen.folders), list(seen.files))
     wrapped = _bwrap_argv(
-        iso.tool, scratch, writable, gpu, (folders, files), scratch_quota, workspace_files
+        iso.tool, scratch, writable, gpu, hidden, scratch_quota, workspace_files
     ) + ["--clearenv"]
     for key, value in sorted(env.items()):
         wrapped += ["--setenv", key, value]

@@ -266,7 +266,19 @@ class Harness:
         )
 
     def run(self) -> tuple[HarnessResult, bool]:
-        """(result, fatal): fatal means the device context is broken and the worker must exit."""
+        """(result, fatal): fatal means the device context is broken and the worker must exit.
+        A candidate that changed its runner's process is `tampered`, whatever its cases said."""
+        result, fatal = self._stages()
+        if fatal or not isinstance(self.runner, RemoteRunner):
+            return result, fatal
+        changed = self.runner.process_changed()
+        if changed is None:
+            return result, fatal
+        if not result.accepted:
+            self.stage_results.pop()  # the change is the failure the verdict ends with
+        return self._failed(result.stage or self.stage_results[-1].name, changed), False
+
+    def _stages(self) -> tuple[HarnessResult, bool]:
         try:
             self.progress("load", self.task.kernel)
             self.load()

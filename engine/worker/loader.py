@@ -29,6 +29,9 @@ class ModuleLoader:
         # runner's tamper watch records the process as the original left it.
         self.before_candidate = before_candidate
         self.roots: set[Path] = set()  # the workspace's import roots, as the tasks named them
+        # Where installed code and candidates live: never the workspace's, even inside it.
+        self._installed = {Path(p).resolve() for p in (sys.prefix, sys.base_prefix, self.folder)}
+        self._is_workspace: dict[str, bool] = {}  # by module file, while the roots stay the same
 
     def load(self, source: str, filename: str, roots: list[str]):
         if self.on_disk_only:
@@ -42,8 +45,9 @@ class ModuleLoader:
             return self._cache[key]
         package, package_root = package_of(Path(filename))
         for root in [*roots, str(package_root or "")]:
-            if root:
+            if root and Path(root).resolve() not in self.roots:
                 self.roots.add(Path(root).resolve())
+                self._is_workspace.clear()
             if root and root not in sys.path:
                 sys.path.insert(0, root)
         # A module of a package loads as part of it, so its relative imports resolve.
@@ -63,15 +67,20 @@ class ModuleLoader:
 
     def is_workspace(self, module: object) -> bool:
         """Whether `module` is the workspace's (the original, its reference, their helpers): a
-        file under one of the task's import roots, not a candidate written to the private folder."""
+        file under one of the task's import roots, not a candidate written to the private folder.
+        Asked of every module at every check of the tamper watch: answers are kept per file."""
         file = vars(module).get("__file__")  # not getattr: a lazy module's __getattr__ imports
         if not isinstance(file, str):
             return False
-        path = Path(file).resolve()
-        installed = {Path(p).resolve() for p in (sys.prefix, sys.base_prefix, self.folder)}
-        if any(path.is_relative_to(p) for p in installed):
-            return False  # a virtual environment inside the workspace is not the workspace's code
-        return any(path.is_relative_to(root) for root in self.roots)
+        known = self._is_workspace.get(file)
+        if known is None:
+            path = Path(file).resolve()
+            # a virtual environment inside the workspace is not the workspace's code
+            known = not any(path.is_relative_to(p) for p in self._installed) and any(
+                path.is_relative_to(root) for root in self.roots
+            )
+            self._is_workspace[file] = known
+        return known
 
 
 def package_of(path: Path) -> tuple[str | None, Path | None]:

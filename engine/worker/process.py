@@ -141,13 +141,27 @@ def _serve(device: str, rfd: int, wfd: int) -> None:
             answer = facts.WorkerError(
                 reason, f"{type(exc).__name__}: {exc}", traceback.format_exc()[-4000:]
             )
-        if watch is not None and not isinstance(req, m.Ping):
+        if watch is not None and _checks_process(req):
             changed = watch.changes()
             if changed:
                 answer, fatal = _tampered(req, changed), True
         m.write_message(wfd, answer)
         if fatal or getattr(answer, "reason", None) in facts.FATAL_REASONS:
             os._exit(3)  # the CUDA context is unusable; the engine starts a fresh worker
+
+
+def _checks_process(req) -> bool:
+    """Whether the runner's tamper watch compares the process after `req`: after every request
+    but a ping and the judge's batches of cases in the middle of a verdict. The judge asks for
+    the check (a `RunCandidate` without cases) after the import and once more before it decides,
+    failed or not, so a change made in any batch is still the candidate's, and is found before
+    anything else runs in the process; a check per batch (a dozen per candidate) added no case it
+    catches: a candidate may patch and restore within one call as well as across calls."""
+    from .. import protocol as m
+
+    if isinstance(req, m.Ping):
+        return False
+    return not (isinstance(req, m.RunCandidate) and req.cases is not None)
 
 
 def _tampered(req, changed: list[str]):

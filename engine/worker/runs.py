@@ -9,6 +9,7 @@ from typing import Callable
 
 import torch
 
+from ..api.facts import FATAL_REASONS
 from ..protocol import (
     CandidateRun,
     CandidateRuns,
@@ -164,6 +165,8 @@ class RemoteRunner:
 
     def __init__(self, req: RunHarness, device: str, exchange: Callable[[NeedRuns], object]):
         self.req, self.device, self.exchange = req, device, exchange
+        self.process_ended = False  # the runner died or exited: nothing of it left to check
+        self.imported = False  # the runner imported the candidate (and checked its process)
 
     def _ask(self, cases, repeats: int = 1, turns=(), ghost: bool = False) -> CandidateRuns:
         request = RunCandidate(
@@ -171,9 +174,12 @@ class RemoteRunner:
         )
         answer = self.exchange(NeedRuns(request))
         if isinstance(answer, RunnerFailed):
+            self.process_ended = self.process_ended or answer.ended
             raise HarnessFailure(answer.kind, answer.message)
         if not isinstance(answer, CandidateRuns):
             raise HarnessFailure("bad-answer", f"the runner answered {type(answer).__name__}")
+        if answer.failed is not None and answer.failed.reason in FATAL_REASONS:
+            self.process_ended = True  # the runner exits after answering
         return answer
 
     @staticmethod
@@ -184,10 +190,25 @@ class RemoteRunner:
         )
 
     def prepare(self) -> None:
-        """Have the runner import the candidate (a failure belongs to the load stage)."""
+        """Have the runner import the candidate (a failure belongs to the load stage); the
+        runner checks its process after it (`process._checks_process`)."""
         answer = self._ask(None)
         if answer.failed is not None:
             raise self._failure(answer)
+        self.imported = True
+
+    def process_changed(self) -> HarnessFailure | None:
+        """The runner's check of its process once the candidate's calls are done (`tampered`),
+        before the judge decides; None when the process is as it was, or gone (a runner that
+        died or exited holds nothing a later candidate or timing could meet; a candidate that
+        failed its import was checked then, and is not imported twice)."""
+        if self.process_ended or not self.imported:
+            return None
+        try:
+            answer = self._ask(None)
+        except HarnessFailure as f:
+            return f
+        return self._failure(answer) if answer.failed is not None else None
 
     def run(
         self, args, repeats: int = 1, turn: int | None = None, ghost: bool = False

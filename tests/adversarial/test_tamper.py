@@ -102,6 +102,18 @@ TAMPERING: dict[str, str] = {
             "        torch.empty_like = lambda *a, **k: _e(*a, **k)\n" + LAUNCH,
         ),
     ),
+    "a patch made on a call, then a wrong answer": edit(
+        ("def softmax(x):\n", "_CALLS = [0]\n\n\ndef softmax(x):\n"),
+        (
+            LAUNCH,
+            "    _CALLS[0] += 1\n"
+            "    if _CALLS[0] == 2:\n"
+            "        _e = torch.empty_like\n"
+            "        torch.empty_like = lambda *a, **k: _e(*a, **k)\n"
+            "    if _CALLS[0] >= 3:\n"
+            "        raise RuntimeError('wrong from here on')\n" + LAUNCH,
+        ),
+    ),
 }
 
 

@@ -123,3 +123,39 @@ def test_a_candidate_reads_no_secret_of_the_workspace(tmp_path):
             )
     # the engine itself still sees them: only the sandbox hides them
     assert SECRET in (ws / ".env").read_text()
+
+
+@pytest.mark.slow
+def test_a_worker_serves_the_kernels_of_its_workspace_and_no_secret_written_since(tmp_path):
+    """Another kernel of the same workspace is served by the same workers (their sandbox shows
+    and hides what a new one would; a restart costs the imports of PyTorch and Triton again). A
+    secret written into the workspace since they started changes that: the next kernel's request
+    gets fresh workers, which hide it."""
+    import shutil
+    from pathlib import Path
+
+    from kernelbrain.engine.task import find_task
+
+    examples = Path(__file__).parents[2] / "examples"
+    shutil.copytree(examples, tmp_path / "ws", ignore=shutil.ignore_patterns(".kernelbrain"))
+    ws = tmp_path / "ws" / "ops"
+    task = find_task(ws / "softmax.py", "softmax_kernel")
+    with WorkerPool() as pool:
+        assert run_harness(pool, task, (ws / "softmax.py").read_text(), "cpu").accepted
+        started = set(pool.pids())
+        gelu = find_task(ws / "gelu.py", "gelu_kernel")
+        assert run_harness(pool, gelu, (ws / "gelu.py").read_text(), "cpu").accepted
+        assert set(pool.pids()) == started  # kept
+        (ws / "late.env").write_text(f"TOKEN={SECRET}\n")
+        reader = (ws / "col_sum.py").read_text().replace(
+            "import triton.language as tl\n",
+            "import triton.language as tl\n"
+            f"try:\n    _kb = open({str(ws / 'late.env')!r}).read()\n"
+            "except OSError:\n    _kb = ''\n"
+            "if _kb:\n    raise RuntimeError('leaked: ' + _kb)\n",
+            1,
+        )
+        col_sum = find_task(ws / "col_sum.py", "col_sum_kernel")
+        result = run_harness(pool, col_sum, reader, "cpu")
+        assert SECRET not in result.message and result.accepted, result.message
+        assert not started & set(pool.pids())  # replaced
