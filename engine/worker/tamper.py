@@ -6,9 +6,10 @@ function, Triton's launcher, the original's globals, a Triton knob or PyTorch's 
 changes what the *original* does when it is timed next, and earns a speedup its kernel never
 made. The gate refuses the ways to do that it can see; this is the check that still holds when
 the gate is bypassed by Python: a fingerprint of what the runner's timing and the original rely
-on, taken before a candidate is imported and compared after every request. A changed
-fingerprint rejects the candidate as `tampered` and the runner exits (the next request gets a
-fresh one), so nothing it changed outlives the request.
+on, taken before a candidate is imported and compared after the requests that end a step (the
+import, a timing, a compile, the judge's last word on a candidate: `process._checks_process`).
+A changed fingerprint rejects the candidate as `tampered` and the runner exits (the next request
+gets a fresh one), so nothing it changed reaches another timing or candidate.
 
 What it watches (by identity, not by value: replacing an object is what a patch does):
 - the callables and classes of PyTorch, Triton, this package and the standard modules the timing
@@ -248,11 +249,12 @@ def _knobs(out: dict[str, object]) -> None:
 
 class Watch:
     """The fingerprint of a runner process: recorded right before the first candidate is
-    imported, extended before each later one, compared (and renewed) after every request.
+    imported, extended before each later one, compared (and renewed) after the requests that
+    end a step (`process._checks_process`).
 
     Any change a candidate makes happens inside some request (its import, its calls) or in a
-    thread it started (which `changes()` reports), so the request that made it is the one that
-    reports it. Until a candidate is imported nothing is compared: what PyTorch and Triton
+    thread it started (which `changes()` reports), so the check that ends the candidate's
+    verdict reports it, before the process times or imports anything else. Until a candidate is imported nothing is compared: what PyTorch and Triton
     change lazily while the original alone runs is the process as the original left it.
     """
 
