@@ -147,13 +147,17 @@ def test_a_worker_serves_the_kernels_of_its_workspace_and_no_secret_written_sinc
         assert run_harness(pool, gelu, (ws / "gelu.py").read_text(), "cpu").accepted
         assert set(pool.pids()) == started  # kept
         (ws / "late.env").write_text(f"TOKEN={SECRET}\n")
-        reader = (ws / "col_sum.py").read_text().replace(
-            "import triton.language as tl\n",
-            "import triton.language as tl\n"
-            f"try:\n    _kb = open({str(ws / 'late.env')!r}).read()\n"
-            "except OSError:\n    _kb = ''\n"
-            "if _kb:\n    raise RuntimeError('leaked: ' + _kb)\n",
-            1,
+        reader = (
+            (ws / "col_sum.py")
+            .read_text()
+            .replace(
+                "import triton.language as tl\n",
+                "import triton.language as tl\n"
+                f"try:\n    _kb = open({str(ws / 'late.env')!r}).read()\n"
+                "except OSError:\n    _kb = ''\n"
+                "if _kb:\n    raise RuntimeError('leaked: ' + _kb)\n",
+                1,
+            )
         )
         col_sum = find_task(ws / "col_sum.py", "col_sum_kernel")
         result = run_harness(pool, col_sum, reader, "cpu")
