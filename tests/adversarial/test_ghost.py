@@ -63,3 +63,30 @@ def test_kernels_that_compute_the_result_pass_the_ghost_replay(pool, task):
     for source in (SOURCE, honest):
         result = run_harness(pool, task, source, "cpu")
         assert result.accepted, result.message
+
+
+@pytest.mark.slow
+def test_a_launcher_that_reads_what_its_kernels_wrote_passes_the_ghost_replay(pool, task):
+    """The kernel counts its programs; the launcher raises when the count is short. With its
+    kernels skipped it raises: they compute the result, so the ghost replay holds nothing
+    against it."""
+    checked = (
+        SOURCE.replace(
+            "def softmax_kernel(out_ptr, x_ptr, n_cols,",
+            "def softmax_kernel(out_ptr, x_ptr, seen_ptr, n_cols,",
+        )
+        .replace(
+            "    row = tl.program_id(0)\n",
+            "    row = tl.program_id(0)\n    tl.atomic_add(seen_ptr, 1)\n",
+        )
+        .replace(
+            LAUNCH,
+            "    seen = torch.zeros(1, dtype=torch.int32, device=x.device)\n"
+            + LAUNCH.replace("(out, x, n_cols", "(out, x, seen, n_cols")
+            + "    if seen.item() != n_rows:\n"
+            "        raise RuntimeError('the kernel did not run on every row')\n",
+        )
+    )
+    assert checked.count("seen") == 5
+    result = run_harness(pool, task, checked, "cpu")
+    assert result.accepted, (result.reason, result.message)
