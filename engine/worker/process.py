@@ -102,6 +102,7 @@ def _serve(device: str, rfd: int, wfd: int) -> None:
         except EOFError:
             return
         fatal = False
+        imports = watch.imports if watch is not None else 0
         try:
             if judge and not isinstance(req, (m.Ping, m.RunHarness, m.MeasureCeilings)):
                 answer = facts.WorkerError(
@@ -141,7 +142,7 @@ def _serve(device: str, rfd: int, wfd: int) -> None:
             answer = facts.WorkerError(
                 reason, f"{type(exc).__name__}: {exc}", traceback.format_exc()[-4000:]
             )
-        if watch is not None and _checks_process(req):
+        if watch is not None and _checks_process(req, answer, watch.imports != imports):
             changed = watch.changes()
             if changed:
                 answer, fatal = _tampered(req, changed), True
@@ -150,18 +151,25 @@ def _serve(device: str, rfd: int, wfd: int) -> None:
             os._exit(3)  # the CUDA context is unusable; the engine starts a fresh worker
 
 
-def _checks_process(req) -> bool:
-    """Whether the runner's tamper watch compares the process after `req`: after every request
-    but a ping and the judge's batches of cases in the middle of a verdict. The judge asks for
-    the check (a `RunCandidate` without cases) after the import and once more before it decides,
-    failed or not, so a change made in any batch is still the candidate's, and is found before
-    anything else runs in the process; a check per batch (a dozen per candidate) added no case it
-    catches: a candidate may patch and restore within one call as well as across calls."""
+def _checks_process(req, answer, imported: bool) -> bool:
+    """Whether the runner's tamper watch compares the process after `req` (`imported`: a
+    candidate was imported while serving it). After every request but a ping and the judge's
+    requests in the middle of a verdict: its batches of cases, and the import when it succeeds.
+    The judge asks for the check (a `RunCandidate` without cases) once more before it decides,
+    failed or not, and the fingerprint (taken right before the import) still holds what the
+    candidate found, so a change made at the import or in any batch is still the candidate's,
+    found before anything else runs in the process. A check at each of those points (0.1 to 0.2
+    s each) added no case it catches: a candidate may patch and restore within one call as well
+    as across calls. A failed import is checked at once: the judge ends that verdict there."""
     from .. import protocol as m
 
     if isinstance(req, m.Ping):
         return False
-    return not (isinstance(req, m.RunCandidate) and req.cases is not None)
+    if isinstance(req, m.RunCandidate):
+        if req.cases is not None:
+            return False
+        return not (imported and getattr(answer, "failed", None) is None)
+    return True
 
 
 def _tampered(req, changed: list[str]):

@@ -6,8 +6,9 @@ function, Triton's launcher, the original's globals, a Triton knob or PyTorch's 
 changes what the *original* does when it is timed next, and earns a speedup its kernel never
 made. The gate refuses the ways to do that it can see; this is the check that still holds when
 the gate is bypassed by Python: a fingerprint of what the runner's timing and the original rely
-on, taken before a candidate is imported and compared after the requests that end a step (the
-import, a timing, a compile, the judge's last word on a candidate: `process._checks_process`).
+on, taken before a candidate is imported and compared after the requests that end a step (a
+timing, a compile, a failed import, the judge's last word on a candidate:
+`process._checks_process`).
 A changed fingerprint rejects the candidate as `tampered` and the runner exits (the next request
 gets a fresh one), so nothing it changed reaches another timing or candidate.
 
@@ -32,6 +33,7 @@ from __future__ import annotations
 
 import functools
 import gc
+import operator
 import os
 import sys
 import threading
@@ -153,8 +155,8 @@ def _children() -> set[int]:
     return found
 
 
-def _callable_ids(owner: str, namespace: dict, out: dict[str, object]) -> None:
-    for key, value in list(namespace.items()):
+def _callable_ids(owner: str, items: list, out: dict[str, object]) -> None:
+    for key, value in items:
         kind = type(value)  # never `value.__class__`: a deprecated alias warns when asked
         if issubclass(kind, (types.ModuleType, type)) or callable(value):
             out[f"{owner}.{key}"] = id(value)
@@ -247,6 +249,74 @@ def _knobs(out: dict[str, object]) -> None:
             out[f"triton.knobs.{group} (set)"] = {k: id(v) for k, v in vars(value).items()}
 
 
+_KEY, _VALUE = operator.itemgetter(0), operator.itemgetter(1)
+_CODE = operator.attrgetter("__code__")
+_DEFAULTS = operator.attrgetter("__defaults__")
+_KWDEFAULTS = operator.attrgetter("__kwdefaults__")
+
+
+def _identity(items: list) -> tuple:
+    """Everything a namespace's entries are computed from, as identities (compared at C speed,
+    no object's own `__eq__` involved): its keys, its values and their types (`obj.__class__ =
+    ...` turns data into a descriptor), and its functions' code and defaults (which a patch can
+    replace in place, the function object staying the same)."""
+    values = list(map(_VALUE, items))
+    functions = [v for v in values if type(v) is types.FunctionType]
+    return (
+        tuple(map(id, map(_KEY, items))),
+        tuple(map(id, values)),
+        tuple(map(id, map(type, values))),
+        tuple(map(id, map(_CODE, functions))),
+        tuple(map(id, map(_DEFAULTS, functions))),
+        tuple(map(id, map(_KWDEFAULTS, functions))),
+    )
+
+
+class Memo:
+    """The fingerprint's entries per namespace (a module's, a class's), reused while the
+    namespace's identity (`_identity`) is what it was: a fingerprint of some 65k entries took
+    0.1 to 0.2 s, most of it spent rebuilding entries of namespaces no one touched. What an
+    identity cannot show is computed afresh each time: the constants by value, the Triton
+    kernels' attributes, Triton's knobs, which modules are watched."""
+
+    def __init__(self) -> None:
+        self._modules: dict[str, tuple] = {}
+        self._classes: dict[str, tuple] = {}
+
+    def module(self, name: str, namespace: dict, out: dict[str, object]):
+        """Add the module's callables to `out`; (its own classes, its Triton kernels)."""
+        items = list(namespace.items())
+        identity = _identity(items)
+        memo = self._modules.get(name)
+        if memo is None or memo[0] != identity:
+            entries: dict[str, object] = {}
+            _callable_ids(name, items, entries)
+            classes, kernels = [], []
+            for key, value in items:
+                kind = type(value)
+                if issubclass(kind, type) and vars(value).get("__module__") == name:
+                    classes.append((key, value))
+                elif issubclass(kind, triton.runtime.KernelInterface):
+                    kernels.append((key, value))
+            memo = self._modules[name] = (identity, entries, classes, kernels)
+        out.update(memo[1])
+        return memo[2], memo[3]
+
+    def members(self, owner: str, cls: type, out: dict[str, object]) -> None:
+        """Add a class's callables and the names of its members that change behaviour: a method
+        added to a class shadows its base's (`Tensor.softmax = ...`); data added on first use
+        does not (Triton's `CudaUtils.instance` singleton)."""
+        items = list(vars(cls).items())
+        identity = (id(cls), _identity(items))
+        memo = self._classes.get(owner)
+        if memo is None or memo[0] != identity:
+            entries: dict[str, object] = {}
+            _callable_ids(owner, items, entries)
+            entries[f"{owner} (names)"] = frozenset(k for k, v in items if _behaviour(v))
+            memo = self._classes[owner] = (identity, entries)
+        out.update(memo[1])
+
+
 class Watch:
     """The fingerprint of a runner process: recorded right before the first candidate is
     imported, extended before each later one, compared (and renewed) after the requests that
@@ -266,6 +336,8 @@ class Watch:
         self.children: set[int] = set()
         self.state: dict[str, object] = {}
         self.environment: dict[str, str] = {}
+        self.imports = 0  # candidates imported so far (the runner's loop tells a fresh import)
+        self.memo = Memo()
 
     def _watched(self, name: str, module: object) -> bool:
         if type(module) is not types.ModuleType or name.startswith(NATURAL_PREFIXES):
@@ -281,21 +353,13 @@ class Watch:
                 continue
             out[f"sys.modules[{name}]"] = id(module)
             namespace = vars(module)
-            _callable_ids(name, namespace, out)
+            classes, kernels = self.memo.module(name, namespace, out)
             if name.split(".")[0] == PACKAGE:  # the workspace's own may hold its state
                 _constants(name, namespace, out)
-            for key, value in list(namespace.items()):
-                kind = type(value)
-                if issubclass(kind, type) and vars(value).get("__module__") == name:
-                    members = dict(vars(value))
-                    _callable_ids(f"{name}.{key}", members, out)
-                    # a method added to a class shadows its base's (`Tensor.softmax = ...`); data
-                    # added on first use is not (Triton's `CudaUtils.instance` singleton)
-                    out[f"{name}.{key} (names)"] = frozenset(
-                        k for k, v in members.items() if _behaviour(v)
-                    )
-                elif issubclass(kind, triton.runtime.KernelInterface):
-                    _kernel_attributes(f"{name}.{key}", value, out)
+            for key, cls in classes:
+                self.memo.members(f"{name}.{key}", cls, out)
+            for key, kernel in kernels:
+                _kernel_attributes(f"{name}.{key}", kernel, out)
         _knobs(out)
         return out
 
@@ -314,6 +378,7 @@ class Watch:
             now.update(self.record)
         self._renew(now)
         self.armed = True
+        self.imports += 1
 
     def changes(self) -> list[str]:
         """What differs from the record (replaced or removed objects, global modes, the
@@ -322,12 +387,14 @@ class Watch:
         if not self.armed:
             return []
         now = self.fingerprint()
-        changed = [
-            _change(key, value, now.get(key, value))
-            for key, value in self.record.items()
-            if now.get(key, value) != value
-        ]
-        changed += [f"{key} (removed)" for key in self.record if key not in now]
+        changed: list[str] = []
+        if not self.record.items() <= now.items():  # every entry still there, as it was
+            changed = [
+                _change(key, value, now.get(key, value))
+                for key, value in self.record.items()
+                if now.get(key, value) != value
+            ]
+            changed += [f"{key} (removed)" for key in self.record if key not in now]
         state = _state()
         changed += [
             f"{k} ({self.state[k]!r} -> {v!r})"
