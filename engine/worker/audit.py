@@ -20,6 +20,7 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from ..api.op_sets import ALLOCATION_OPS, ALLOWED_OPS, CHECK_OPS, COPY_OPS, FILL_OPS  # noqa: F401
+from . import bounds
 
 # Quiet NaNs with a payload no arithmetic produces: an element still holding one was never written.
 POISON_BITS = {
@@ -72,6 +73,22 @@ def poison(t: torch.Tensor) -> None:
         t.fill_(POISON_INT[t.dtype])
 
 
+_noise: dict[torch.device, torch.Generator] = {}
+
+
+def scramble(t: torch.Tensor) -> None:
+    """Random finite values where `poison` would put its pattern."""
+    if not isinstance(t, torch.Tensor) or t.numel() == 0:
+        return
+    generator = _noise.get(t.device)
+    if generator is None:  # its own: the harness's draws stay as they are
+        generator = _noise[t.device] = torch.Generator(t.device).manual_seed(0x5EED)
+    if t.dtype in POISON_BITS:
+        t.normal_(generator=generator)
+    elif t.dtype in POISON_INT:
+        t.random_(-100, 100, generator=generator)
+
+
 def unwritten(t: torch.Tensor) -> torch.Tensor | None:
     """Mask of elements still holding the poison pattern (None for dtypes without one)."""
     if t.dtype in POISON_BITS:
@@ -90,19 +107,8 @@ def install_launch_hook() -> None:
     original = KernelInterface.__getitem__
 
     def __getitem__(self, grid):
-        if callable(grid):
-            user_grid = grid
-
-            def grid(meta):  # the grid is the launcher's code: audited like the rest of it
-                resumed = [mode for mode in _active if mode.suspended > 0]
-                for mode in resumed:
-                    mode.suspended -= 1
-                try:
-                    return user_grid(meta)
-                finally:
-                    for mode in resumed:
-                        mode.suspended += 1
-
+        if callable(grid):  # the grid is the launcher's code: audited like the rest of it
+            grid = _audited(grid)
         launch = original(self, grid)
 
         def run(*args, **kwargs):
@@ -122,16 +128,51 @@ def install_launch_hook() -> None:
         return run
 
     KernelInterface.__getitem__ = __getitem__
+    _audit_heuristics()
     _installed = True
 
 
-def guarded(t: torch.Tensor, elements: int) -> torch.Tensor:
+def _audited(fn):
+    """`fn` with the audits a launch suspended resumed while it runs: code of the candidate's
+    that runs inside a launch (a grid function, a heuristic) is audited like its launcher."""
+
+    def call(*args, **kwargs):
+        resumed = [mode for mode in _active if mode.suspended > 0]
+        for mode in resumed:
+            mode.suspended -= 1
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            for mode in resumed:
+                mode.suspended += 1
+
+    return call
+
+
+def _audit_heuristics() -> None:
+    """`@triton.heuristics` values computed under the audit: a heuristic that computes the
+    result in PyTorch (`copy_` of a softmax into the output) and a kernel that does some token
+    work on it otherwise pass as the kernel's. Triton's own `Heuristics.run`, each value through
+    `_audited`."""
+    from triton.runtime.autotuner import Heuristics
+
+    def run(self, *args, **kwargs):
+        for name, heuristic in self.values.items():
+            kwargs[name] = _audited(heuristic)({**dict(zip(self.arg_names, args)), **kwargs})
+        return self.fn.run(*args, **kwargs)
+
+    Heuristics.run = run
+
+
+def guarded(t: torch.Tensor, elements: int) -> tuple[torch.Tensor, torch.Tensor]:
     """`t` (same values, shape, strides and offset) in a storage with `elements` of its dtype,
-    plus GUARD_BYTES, past the end of what it needs."""
+    plus GUARD_BYTES, past the end of what it needs, that room filled (`bounds.fill_guard`);
+    and the storage's bytes, whose room a call must leave as it is."""
     need = t.untyped_storage().nbytes() + elements * t.element_size() + GUARD_BYTES
     room = torch.empty(need, dtype=torch.uint8, device=t.device)
+    bounds.fill_guard(room)
     out = t.new_empty(0).set_(room.untyped_storage(), t.storage_offset(), t.size(), t.stride())
-    return out.copy_(t)
+    return out.copy_(t), room
 
 
 def guard_span(args) -> int:
@@ -147,9 +188,13 @@ def guard_span(args) -> int:
 
 
 class AuditMode(TorchDispatchMode):
-    def __init__(self, poison_allocations: bool = True, guard_elements: int = 0):
+    def __init__(
+        self, poison_allocations: bool = True, guard_elements: int = 0, noise: bool = False
+    ):
         """`guard_elements`: room past the end of every tensor the entry creates (`guarded`);
-        0 creates them as asked."""
+        0 creates them as asked. `noise`: allocations hold random finite values instead of the
+        poison, so a kernel that tells the judge's calls by the poison in memory it has not
+        written yet (and computes right only then) differs between the two."""
         super().__init__()
         self.guard_elements = guard_elements
         self.ops: Counter[str] = Counter()
@@ -159,6 +204,8 @@ class AuditMode(TorchDispatchMode):
         self.suspended = 0
         self.poison_allocations = poison_allocations
         self.bytes_written = 0  # by fills and copies outside kernels
+        self.guards: list[tuple[torch.Tensor, int]] = []  # (guarded storage, where its room starts)
+        self.noise = noise
 
     def __enter__(self):
         _active.append(self)
@@ -186,10 +233,16 @@ class AuditMode(TorchDispatchMode):
             and isinstance(out, torch.Tensor)
             and out.device.type != "meta"
         ):
-            out = guarded(out, self.guard_elements)
+            size = out.untyped_storage().nbytes()
+            out, room = guarded(out, self.guard_elements)
+            self.guards.append((room, size))
         if self.poison_allocations and name in ALLOCATION_OPS:
-            poison(out)
+            (scramble if self.noise else poison)(out)
         return out
+
+    def guards_written(self) -> int:
+        """How many of the tensors the call created had their guard room written."""
+        return sum(bounds.guard_written(room, start) for room, start in self.guards)
 
     @property
     def compute_ops(self) -> set[str]:

@@ -22,6 +22,7 @@ CANDIDATE_REASONS = frozenset(
         "cuda-error",
         "type",
         "tampered",
+        "out-of-bounds",
     }
 )
 

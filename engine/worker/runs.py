@@ -20,7 +20,7 @@ from ..protocol import (
     SameOutput,
     Unchanged,
 )
-from . import audit, shapes
+from . import audit, bounds, shapes
 from . import values as wire
 from .audit import AuditMode
 from .autotune_choice import AutotuneChoice
@@ -122,13 +122,14 @@ class LocalRunner:
     ) -> list[Run]:
         choice = self.choice
         runs: list[Run] = []
+        # repeated runs (the determinism stage) after the first allocate noise, not the poison
         if turn is not None:  # the interpreter: one configuration per case, in turn
             choice.select(turn)
-            return [self.once(args, ghost) for _ in range(repeats)]
+            return [self.once(args, ghost, noise=i > 0) for i in range(repeats)]
         want = 0
         while True:  # a GPU: every configuration the tuning keeps
             choice.select(want)
-            runs += [self.once(args, ghost) for _ in range(repeats)]
+            runs += [self.once(args, ghost, noise=i > 0) for i in range(repeats)]
             want += 1
             if want >= choice.widest:
                 return runs
@@ -138,16 +139,21 @@ class LocalRunner:
         for i, args in enumerate(cases):
             yield self.run(args, repeats, turns[i] if turns else None)
 
-    def once(self, args, ghost: bool = False) -> Run:
-        """One call on a clone of `args`; `ghost`: with every Triton kernel skipped."""
+    def once(self, args, ghost: bool = False, noise: bool = False) -> Run:
+        """One call on a clone of `args`; `ghost`: with every Triton kernel skipped; `noise`:
+        what it allocates holds random values instead of the poison (`AuditMode`). An entry
+        under test that writes outside what it was given fails `out-of-bounds` (`bounds.py`)."""
         clones = shapes.clone_args(args)
         places = [memory_of(c) for c in clones]
-        mode = AuditMode(guard_elements=audit.guard_span(clones))
+        outside = bounds.Outside(clones)
+        mode = AuditMode(guard_elements=audit.guard_span(clones), noise=noise)
         before = audit.launch_count()
         with kernels_skipped() if ghost else contextlib.nullcontext():
             out = self.call(
                 self.entry, clones, self.who, mode, clone=False, under_test=self.under_test
             )
+        if self.under_test:
+            self._in_bounds(outside.changed(), mode.guards_written())
         return Run(
             self.choice.describe(),
             out,
@@ -157,6 +163,20 @@ class LocalRunner:
             aliased_outputs(out, clones),
             [i for i, (c, p) in enumerate(zip(clones, places)) if memory_of(c) != p],
         )
+
+    def _in_bounds(self, arguments: list[int], guards: int) -> None:
+        if arguments:
+            raise HarnessFailure(
+                "out-of-bounds",
+                f"the {self.who} wrote outside the elements of argument {arguments[0]} (into the "
+                "rest of the buffer it is a view of: the gaps between its rows, or past it)",
+            )
+        if guards:
+            raise HarnessFailure(
+                "out-of-bounds",
+                f"the {self.who} wrote past the end of {guards} tensor(s) it created (the room "
+                "the judge leaves after them when the inputs' rows sit apart)",
+            )
 
 
 class RemoteRunner:
@@ -302,7 +322,9 @@ class Caller:
         """`fn` on (a clone of) `args`, synchronised with the device."""
         try:
             call_args = shapes.clone_args(args) if clone else args
-            with torch.no_grad():
+            # the entry under test runs in the modes a caller's program has (grad on), so it
+            # cannot tell the judge's calls by them; the harness's own calls need no graph
+            with contextlib.nullcontext() if under_test else torch.no_grad():
                 if audit is not None:
                     with audit:
                         out = fn(*call_args)

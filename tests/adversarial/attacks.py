@@ -348,7 +348,8 @@ ATTACKS: dict[str, Attack] = {
     "torch.allclose patched": Attack(
         edit(NO_WRITE_KERNEL).replace(IMPORTS, IMPORTS + "torch.allclose = lambda *a, **k: True\n"),
         ("gate", "module-code"),
-        ("load", "tampered"),  # the runner sees its own change (tamper.py)
+        # the kernel writes nothing (smoke fails); the runner's closing check finds its change
+        ("smoke", "tampered"),
     ),
     "Tensor.all and any patched": Attack(
         edit(NO_WRITE_KERNEL).replace(
@@ -358,7 +359,8 @@ ATTACKS: dict[str, Attack] = {
             + "torch.Tensor.all = kb_true\ntorch.Tensor.any = kb_true\n",
         ),
         ("gate", "module-code"),
-        ("load", "tampered"),  # the runner sees its own change (tamper.py)
+        # the kernel writes nothing (smoke fails); the runner's closing check finds its change
+        ("smoke", "tampered"),
     ),
     "audit dispatch mode disabled": Attack(
         at_top(

@@ -90,3 +90,40 @@ def test_a_launcher_that_reads_what_its_kernels_wrote_passes_the_ghost_replay(po
     assert checked.count("seen") == 5
     result = run_harness(pool, task, checked, "cpu")
     assert result.accepted, (result.reason, result.message)
+
+
+# The kernel does token work on what a heuristic computed in PyTorch: its results change when it
+# is skipped, so the ghost replay passes it; the audit, which covers heuristics, does not.
+TOKEN_WORK = {
+    "halving what a heuristic doubled": SOURCE.replace(
+        "@triton.jit\ndef softmax_kernel(",
+        "@triton.heuristics({'KB': lambda a: a['out_ptr'].copy_(torch.softmax(a['x_ptr'].float(),"
+        " -1) * 2).dim()})\n@triton.jit\ndef softmax_kernel(",
+    )
+    .replace("BLOCK: tl.constexpr):", "BLOCK: tl.constexpr, KB: tl.constexpr):")
+    .replace(
+        "    tl.store(out_ptr + row * n_cols + cols, " + STORE,
+        "    y = tl.load(out_ptr + row * n_cols + cols, mask=mask, other=0.0)\n"
+        "    tl.store(out_ptr + row * n_cols + cols, y * 0.5, mask=mask)\n",
+    ),
+    "normalising what a heuristic exponentiated": SOURCE.replace(
+        "@triton.jit\ndef softmax_kernel(",
+        "@triton.heuristics({'KB': lambda a: a['out_ptr'].copy_((a['x_ptr'] - a['x_ptr']"
+        ".amax(-1, keepdim=True)).exp()).dim()})\n@triton.jit\ndef softmax_kernel(",
+    )
+    .replace("BLOCK: tl.constexpr):", "BLOCK: tl.constexpr, KB: tl.constexpr):")
+    .replace(
+        "    tl.store(out_ptr + row * n_cols + cols, " + STORE,
+        "    y = tl.load(out_ptr + row * n_cols + cols, mask=mask, other=0.0)\n"
+        "    tl.store(out_ptr + row * n_cols + cols, y / tl.sum(y, axis=0), mask=mask)\n",
+    ),
+}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", sorted(TOKEN_WORK))
+def test_work_done_in_a_heuristic_is_audited(pool, task, name):
+    assert TOKEN_WORK[name].count("KB") == 2
+    result = run_harness(pool, task, TOKEN_WORK[name], "cpu")
+    assert not result.accepted, f"{name}: accepted"
+    assert result.reason == "torch-fallback", (result.reason, result.message)
