@@ -43,10 +43,13 @@ CONTROL = re.compile(
     r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)?|\x1b.?|[\x00-\x08\x0b-\x1f\x7f-\x9f]"
 )
 MIN_SECRET_CHARS = 6  # shorter values ("1", "yes") would redact ordinary words
+SECRET_VALUE_CHARS = 8  # a secret file's shorter lines ("DEBUG=1", "[default]") stay readable
+SECRET_FILE_BYTES = 65536  # what is read of a secret file for its values
 MESSAGE_LIMIT = 4000  # characters of one message from user code that are kept
 REDACTED = "[redacted]"
 
 _registered: set[str] = set()
+_files: set[str] = set()  # secret files whose values are secrets (`register_file`)
 _lock = threading.Lock()
 
 
@@ -80,11 +83,37 @@ def register(value: str | None) -> None:
             _registered.add(value)
 
 
+def register_file(path: str) -> None:
+    """Treat what the file at `path` holds as secrets, as it reads whenever a message is
+    scrubbed (a workspace's dotenv file, hidden from the sandbox: if a candidate reads it anyway,
+    say a copy renamed over it while the candidate runs, no message carries it)."""
+    with _lock:
+        _files.add(path)
+
+
+def file_values(path: str) -> set[str]:
+    """Each line's value in a secret file (after `=` in a dotenv line, else the line)."""
+    try:
+        with open(path, "rb") as f:
+            text = f.read(SECRET_FILE_BYTES).decode("utf-8", "replace")
+    except OSError:
+        return set()
+    values = set()
+    for line in text.splitlines():
+        value = (line.split("=", 1)[1] if "=" in line else line).strip().strip("'\"")
+        if len(value) >= SECRET_VALUE_CHARS:
+            values.add(value)
+    return values
+
+
 def configured() -> list[str]:
     """Every configured secret value, longest first (so a key containing another goes whole)."""
     values = {v for k, v in os.environ.items() if is_secret_name(k) and len(v) >= MIN_SECRET_CHARS}
     with _lock:
         values |= _registered
+        files = list(_files)
+    for path in files:
+        values |= file_values(path)
     return sorted(values, key=len, reverse=True)
 
 

@@ -34,7 +34,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import NamedTuple
 
-from ..api.secrets import state_dir
+from ..api.secrets import register_file, state_dir
 
 # Credential stores under the real home that the sandbox never sees (folders masked by an empty
 # tmpfs, files by /dev/null). Everything else stays readable: kernels import from anywhere.
@@ -76,10 +76,13 @@ HIDDEN_WORKSPACE_DIRS = (".git", ".hg", ".svn")
 HIDDEN_WORKSPACE_FILES = (".env", ".envrc", ".netrc", ".git-credentials", ".pypirc")
 # Secret-looking names hidden anywhere below the workspace root, not only beside the kernel:
 # `config/.env`, `prod.env`, keys and certificates, cloud credentials.
-SECRET_NAME_PATTERNS = (
-    ".env",
-    ".env.*",
+SECRET_NAME_PATTERNS = (  # matched against the lower-cased name
+    ".env*",  # `.env.local`, `.env-prod`, an editor's `.env~`
     "*.env",
+    "*.env~",
+    "*secret*",  # `secret.txt`, `client_secret.json`
+    "*credential*",
+    "*password*",
     ".envrc",
     ".netrc",
     ".git-credentials",
@@ -91,10 +94,6 @@ SECRET_NAME_PATTERNS = (
     "id_rsa*",
     "id_ed25519*",
     "id_ecdsa*",
-    "credentials",
-    "credentials.json",
-    "secrets.*",
-    ".secrets",
     ".npmrc",
     ".pgpass",
 )
@@ -239,9 +238,7 @@ def workspace_private(file: str) -> tuple[list[str], list[str]]:
             path = os.path.realpath(os.path.join(here, name))
             if name in HIDDEN_WORKSPACE_DIRS and os.path.isdir(path):
                 folders.append(path)
-            elif (name in HIDDEN_WORKSPACE_FILES or name.startswith(".env.")) and os.path.isfile(
-                path
-            ):
+            elif (name in HIDDEN_WORKSPACE_FILES or is_secret_file(name)) and os.path.isfile(path):
                 files.append(path)
         store = os.path.join(here, STORE_FOLDER)
         if STORE_FOLDER in names and os.path.isdir(store) and not os.path.islink(store):
@@ -278,7 +275,16 @@ def view(workspace_files) -> View:
         folders += [p for p in more_folders if p not in folders]
         files += [p for p in more_files if p not in files]
     roots = sorted({workspace_root(f) for f in workspace_files})
+    for f in files:  # what they hold is scrubbed from every message, as it is now and later
+        if is_secret_file(os.path.basename(f)) or f.endswith(HIDDEN_WORKSPACE_FILES):
+            register_file(f)
     return View(tuple(folders), tuple(files), tuple(roots))
+
+
+def is_secret_file(name: str) -> bool:
+    """A file name that looks like it holds secrets (SECRET_NAME_PATTERNS, any case)."""
+    lowered = name.lower()
+    return any(fnmatch.fnmatchcase(lowered, p) for p in SECRET_NAME_PATTERNS)
 
 
 def _secrets_below(root: str, files: list[str]) -> list[str]:
@@ -295,7 +301,7 @@ def _secrets_below(root: str, files: list[str]) -> list[str]:
                 folders.append(os.path.realpath(os.path.join(here, name)))
         dirs[:] = [d for d in dirs if d not in UNSEARCHED_DIRS and d not in HIDDEN_WORKSPACE_DIRS]
         for name in names:
-            if any(fnmatch.fnmatch(name, p) for p in SECRET_NAME_PATTERNS):
+            if is_secret_file(name):
                 path = os.path.realpath(os.path.join(here, name))
                 if os.path.isfile(path) and path not in files:
                     files.append(path)

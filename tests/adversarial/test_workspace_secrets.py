@@ -108,6 +108,9 @@ def test_a_candidate_reads_no_secret_of_the_workspace(tmp_path):
     (root / "deploy" / "server.pem").write_text(f"-----BEGIN {SECRET}-----\n")
     subprocess.run(["git", "init", "-q", str(root / "vendored")], check=True)
     (root / "vendored" / ".git" / "config").write_text(f"[remote]\n\turl = {SECRET}\n")
+    # names in other cases and spellings: an editor's backup, upper case, a suffix, plain words
+    for name in (".env~", ".ENV", ".env-prod", "secret.txt", "client_secret.json"):
+        (ws / name).write_text(f"{SECRET}\n")
     (ws / ".kernelbrain").mkdir()
     (ws / ".kernelbrain" / "kernelbrain.db").write_text(SECRET)
     with WorkerPool() as pool:
@@ -163,3 +166,27 @@ def test_a_worker_serves_the_kernels_of_its_workspace_and_no_secret_written_sinc
         result = run_harness(pool, col_sum, reader, "cpu")
         assert SECRET not in result.message and result.accepted, result.message
         assert not started & set(pool.pids())  # replaced
+
+
+@pytest.mark.slow
+def test_what_a_secret_file_holds_never_reaches_a_message_in_any_encoding(tmp_path):
+    """A candidate that got hold of a secret file's value anyway (a copy renamed over the hidden
+    file while it runs detaches what hides it) puts it in its failure in plain text, hex and
+    base64: the judge's message carries none of them, for the value the file held when the
+    worker started and for the one written into it later."""
+    import base64
+
+    ws = tmp_path / "ws"
+    task = base_task(ws)
+    (ws / ".env").write_text(f"TOKEN={SECRET}\n")
+    later = SECRET[::-1] + "-rotated"
+    with WorkerPool() as pool:
+        for value in (SECRET, later):
+            forms = [value, value.encode().hex(), base64.b64encode(value.encode()).decode()]
+            source = at_top(f"raise RuntimeError({' / '.join(forms)!r})")
+            result = run_harness(pool, task, source, "cpu")
+            assert not result.accepted
+            assert "RuntimeError" in result.message  # the message itself still arrives
+            for form in forms:
+                assert form.rstrip("=") not in result.message, (value, result.message)
+            (ws / ".env").write_text(f"TOKEN={later}\n")
