@@ -118,3 +118,31 @@ def test_an_original_check_the_budget_cannot_hold_exits_2_with_a_figure(tmp_path
     assert "checking the original needs more than this 15 s budget" in error, error
     assert "--budget " in error
     assert wall <= 15 * 1.05 + 3, f"{wall:.1f} s on a 15 s budget"
+
+
+def test_an_original_whose_benchmark_launches_cannot_be_compiled_in_the_budget_exits_2(tmp_path):
+    """The benchmark inputs take longer to draw than the budget holds (the dry run that finds
+    the original's launches to compile draws them): exit 2 with the figure, not a traceback."""
+    import json
+    import shutil
+    from pathlib import Path
+
+    examples = Path(__file__).resolve().parent.parent / "examples"
+    shutil.copytree(examples, tmp_path / "ws", ignore=shutil.ignore_patterns(".kernelbrain"))
+    gelu = tmp_path / "ws" / "ops" / "gelu.py"
+    text = gelu.read_text()
+    assert "def gelu_inputs(" in text
+    gelu.write_text(
+        text.replace("def gelu_inputs(", "def _gelu_inputs(")
+        + "\n\ndef gelu_inputs(device='cuda'):\n    import time\n\n    time.sleep(60)\n"
+        + "    return _gelu_inputs(device)\n"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-m", "kernelbrain.engine.cli.main", "optimize",
+         "ops/gelu.py::gelu_kernel", "--device", "cpu", "--budget", "15s", "--json"],
+        capture_output=True, text=True, cwd=tmp_path / "ws", timeout=120,
+    )  # fmt: skip
+    assert proc.returncode == 2, (proc.stdout[-1500:], proc.stderr[-1500:])
+    error = json.loads(proc.stdout)["error"]["message"]
+    assert "checking the original needs more than this 15 s budget" in error, error
+    assert "Traceback" not in proc.stderr, proc.stderr[-1500:]

@@ -11,7 +11,7 @@ import msgspec
 
 from ..api import facts
 from ..evaluate.devices import is_gpu
-from ..evaluate.pool import WorkerPool
+from ..evaluate.pool import WorkerDied, WorkerPool
 from ..evaluate.verify import bench
 from ..evaluate.work_floor import WorkFloor
 from ..profile.measured import roofline
@@ -60,15 +60,7 @@ def check_original(
     with ledger.timed("baseline"):
         result = ev.harness(None, list(facts.STAGES), "baseline")
     if not result.accepted and result.reason == "timeout" and meter.wall_left_s() < 1.0:
-        spent = meter.tick().wall_s
-        enough = max(2 * spent, spent + 60)
-        raise SearchError(
-            f"checking the original needs more than this {meter.budget.wall_s:.0f} s budget: "
-            f"it was still in its {result.stage} stage {spent:.0f} s after the command started, "
-            f"with no time left for a single candidate. Give a budget of at least {enough:.0f} s "
-            f"(`--budget {enough:.0f}s`), or fewer or smaller harness cases",
-            harness=True,
-        )
+        raise _needs_more(meter, f"its {result.stage} stage")
     if not result.accepted and result.reason == "interpreter-gap":
         raise SearchError(result.message, harness=True)
     if not result.accepted and result.reason in facts.HARNESS_REASONS:
@@ -79,7 +71,12 @@ def check_original(
             f"{result.message}"
         )
     ledger.notes.extend(result.notes)
-    ev.specialize_and_compile(root, ev.compile_devices[0])
+    try:
+        ev.specialize_and_compile(root, ev.compile_devices[0])
+    except WorkerDied as died:  # its compile ran out of what the budget had left, or crashed
+        if meter.wall_left_s() < 1.0:
+            raise _needs_more(meter, "compiling its benchmark launches") from died
+        raise SearchError(f"compiling the original failed: {died}") from died
     if not gpu and not (root.spec and root.spec.cases):
         # Without a GPU the benchmark cases exist only as this dry run: nothing to rank on.
         why = root.spec.error if root.spec and root.spec.error else "no cases"
@@ -105,6 +102,19 @@ def check_original(
         pop.labels = [c.label for c in root.spec.cases] if root.spec else []
         pop.baseline_us = list(pop.baseline_est)
     return root
+
+
+def _needs_more(meter: Meter, where: str) -> SearchError:
+    """The original's check outlasted the budget: how much budget would do, in words."""
+    spent = meter.tick().wall_s
+    enough = max(2 * spent, spent + 60)
+    return SearchError(
+        f"checking the original needs more than this {meter.budget.wall_s:.0f} s budget: "
+        f"it was still in {where} {spent:.0f} s after the command started, "
+        f"with no time left for a single candidate. Give a budget of at least {enough:.0f} s "
+        f"(`--budget {enough:.0f}s`), or fewer or smaller harness cases",
+        harness=True,
+    )
 
 
 def resume(
