@@ -83,7 +83,7 @@ TF32_MATMUL = textwrap.dedent("""
         M, K = a.shape
         N = b.shape[1]
         c = torch.empty((M, N), device=a.device, dtype=torch.float32)
-        mm_kernel[(triton.cdiv(M, 16), triton.cdiv(N, 16))](a, b, c, M, N, K, BLOCK=16, BLOCK_K=16)
+        mm_kernel[(triton.cdiv(M, 32), triton.cdiv(N, 32))](a, b, c, M, N, K, BLOCK=32, BLOCK_K=32)
         return c
 
 

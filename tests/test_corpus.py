@@ -32,7 +32,7 @@ TASKS = [
 GPU_ONLY = {"softmax_kernel": "softmax_warmup.py:34 (`kernel._init_handles()`)"}
 # Each corpus kernel gets a short search (its budget held from process start to exit); the
 # acceptance's 60 s is held by two searches at once (`test_two_searches_at_once_...`).
-BUDGET_S, SLACK = 30, 1.05
+BUDGET_S, SLACK = 40, 1.05
 
 
 @pytest.fixture(scope="module")
@@ -86,30 +86,44 @@ def test_the_original_passes_its_harness_on_the_cpu(corpus, pool, task):
         assert report.accepted, report.message
 
 
+@pytest.fixture(scope="module")
+def optimized(corpus) -> dict:
+    """`optimize` of every corpus kernel, two at a time as two editors' searches run side by side
+    (each is held to its own budget, shared cores or not): (process, wall seconds) per task."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    def one(task):
+        file, kernel = task
+        start = time.monotonic()
+        proc = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "kernelbrain.engine.cli.main",
+                "optimize",
+                f"{file}::{kernel}",
+                "--device",
+                "cpu",
+                "--budget",
+                f"{BUDGET_S}s",
+                "--json",
+            ],
+            capture_output=True,
+            text=True,
+            cwd=corpus,
+            timeout=BUDGET_S * 4,
+        )
+        return proc, time.monotonic() - start
+
+    with ThreadPoolExecutor(max_workers=2) as ex:
+        return dict(zip(TASKS, ex.map(one, TASKS)))
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("task", TASKS, ids=ids)
-def test_optimize_holds_its_budget(corpus, task):
+def test_optimize_holds_its_budget(optimized, task):
     file, kernel = task
-    start = time.monotonic()
-    proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "kernelbrain.engine.cli.main",
-            "optimize",
-            f"{file}::{kernel}",
-            "--device",
-            "cpu",
-            "--budget",
-            f"{BUDGET_S}s",
-            "--json",
-        ],
-        capture_output=True,
-        text=True,
-        cwd=corpus,
-        timeout=BUDGET_S * 4,
-    )
-    wall = time.monotonic() - start
+    proc, wall = optimized[task]
     assert wall <= BUDGET_S * SLACK + 3, f"{kernel}: {wall:.1f}s on a {BUDGET_S}s budget"
     assert proc.returncode in (0, 2), proc.stderr[-2000:]
     out = json.loads(proc.stdout)

@@ -18,8 +18,9 @@ from kernelbrain.engine.task import find_task
 
 from .conftest import EXAMPLES
 
-NEEDS_VARIANT = {"gelu", "softmax", "rmsnorm", "cross_entropy"}  # small tile; multi-pass
-ALL = ["gelu", "softmax", "rmsnorm", "col_sum", "cross_entropy", "matmul"]
+# The examples whose search finds a variant (small tile; multi-pass); col_sum and matmul go
+# through the same CLI path in the corpus budget tests (`tests/test_corpus.py`).
+ALL = ["gelu", "softmax", "rmsnorm", "cross_entropy"]
 
 
 @pytest.fixture(scope="module")
@@ -78,8 +79,6 @@ def test_optimize_example(workspace, op, tmp_path):
         )
         assert {"id", "speedup", "per_case", "explanation"} <= set(v)
         assert "estimated" in v["explanation"]
-    if op not in NEEDS_VARIANT:
-        return
     assert out["variants"], f"no verified variant for {op}: {out['candidates']}"
     best = out["variants"][0]
     assert best["speedup"] > 1.0

@@ -71,8 +71,8 @@ def test_parse_duration():
 
 @pytest.mark.slow
 def test_same_seed_same_result_and_resume(pool, tmp_path):
-    a = run(pool, workspace(tmp_path / "a"), "gelu", 8)
-    b = run(pool, workspace(tmp_path / "b"), "gelu", 8)
+    a = run(pool, workspace(tmp_path / "a"), "gelu", 5)
+    b = run(pool, workspace(tmp_path / "b"), "gelu", 5)
     assert a.variants, a.candidates
     assert [(v.id, round(v.speedup, 6)) for v in a.variants] == [
         (v.id, round(v.speedup, 6)) for v in b.variants
@@ -82,7 +82,7 @@ def test_same_seed_same_result_and_resume(pool, tmp_path):
     assert {"baseline", "compile", "smoke", "full"} <= set(a.rung_seconds)  # where the budget went
     # Resume: the same workspace again finds the verified variants in the store and goes on from them.
     ws = tmp_path / "a" / "ws"
-    again = run(pool, ws, "gelu", 8)
+    again = run(pool, ws, "gelu", 5)
     assert any("resumed" in n for n in again.notes)
     assert {v.id for v in a.variants} <= {v.id for v in again.variants}
     assert not {v.id for v in a.variants} & {
