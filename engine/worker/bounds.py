@@ -31,23 +31,28 @@ class Outside:
     """The bytes of each argument's storage outside its elements, as they were before a call."""
 
     def __init__(self, args) -> None:
+        self.tensors = [a for a in args if isinstance(a, torch.Tensor) and a.device.type != "meta"]
         self.kept = [
-            (i, a, a.untyped_storage(), _bytes(a.untyped_storage()).clone())
+            (i, a.untyped_storage(), _bytes(a.untyped_storage()).clone())
             for i, a in enumerate(args)
             if isinstance(a, torch.Tensor) and _has_room(a)
         ]
 
     def changed(self) -> list[int]:
-        """Arguments whose storage changed outside their elements since."""
+        """Arguments whose storage changed outside the elements of every argument viewing it
+        (two arguments may be views of one buffer: each is the call's to write)."""
         out = []
-        for i, view, storage, before in self.kept:
+        for i, storage, before in self.kept:
             after = _bytes(storage).clone()
-            # the elements themselves are the call's to write: put back what they held
-            mine = torch.empty(0, dtype=view.dtype, device=view.device)
-            mine.set_(after.untyped_storage(), view.storage_offset(), view.size(), view.stride())
-            theirs = torch.empty(0, dtype=view.dtype, device=view.device)
-            theirs.set_(before.untyped_storage(), view.storage_offset(), view.size(), view.stride())
-            mine.copy_(theirs)
+            for view in self.tensors:  # the elements themselves: put back what they held
+                if view.untyped_storage().data_ptr() != storage.data_ptr() or 0 in view.stride():
+                    continue
+                place = (view.storage_offset(), view.size(), view.stride())
+                mine = torch.empty(0, dtype=view.dtype, device=view.device)
+                theirs = torch.empty(0, dtype=view.dtype, device=view.device)
+                mine.set_(after.untyped_storage(), *place).copy_(
+                    theirs.set_(before.untyped_storage(), *place)
+                )
             if not torch.equal(after, before):
                 out.append(i)
         return out

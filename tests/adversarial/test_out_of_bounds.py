@@ -118,3 +118,20 @@ def test_a_kernel_right_only_when_the_judge_calls_is_rejected(pool, task, name):
 def test_a_kernel_that_reads_rows_where_they_are_is_accepted(pool, task):
     result = run_harness(pool, task, strided(), "cpu")
     assert result.accepted, (result.reason, result.message)
+
+
+def test_arguments_that_view_one_buffer_may_each_be_written():
+    """Two arguments viewing one buffer (a cache's keys and values side by side): writing either
+    is the call's own; writing the columns neither views is out of bounds."""
+    import torch
+
+    from kernelbrain.engine.worker.bounds import Outside
+
+    buffer = torch.zeros(4, 12)
+    keys, values = buffer[:, :4], buffer[:, 4:8]
+    watch = Outside([keys, values])
+    keys.fill_(1.0)
+    values.fill_(2.0)
+    assert watch.changed() == []
+    buffer[:, 10] = 3.0
+    assert watch.changed() == [0, 1]
