@@ -190,3 +190,21 @@ def test_what_a_secret_file_holds_never_reaches_a_message_in_any_encoding(tmp_pa
             for form in forms:
                 assert form.rstrip("=") not in result.message, (value, result.message)
             (ws / ".env").write_text(f"TOKEN={later}\n")
+
+
+def test_source_files_with_secret_looking_names_are_not_taken_for_secrets(tmp_path):
+    """A repository's `secrets.py` or `test_credentials.py` is hidden from the sandbox by its
+    name, but its lines are code: taken for secrets, every message and LLM answer holding
+    `import torch` would be redacted (an LLM's rewrites were, once the repository had been a
+    workspace). A dotenv file beside it still counts."""
+    from kernelbrain.engine.api.secrets import scrub
+
+    ws = tmp_path / "repo"
+    task = base_task(ws / "kernels")
+    (ws / "kernelbrain.toml").write_text("")
+    (ws / "secrets_util.py").write_text("import torch\nTOKEN_NAME = 'kernelbrain-token'\n")
+    (ws / ".env").write_text("TOKEN=kb-dotenv-value-77\n")
+    hidden = sandbox.view([task.file])
+    assert str((ws / "secrets_util.py").resolve()) in hidden.files  # hidden all the same
+    assert scrub("import torch; kernelbrain-token") == "import torch; kernelbrain-token"
+    assert "kb-dotenv-value-77" not in scrub("leaked kb-dotenv-value-77")
