@@ -55,11 +55,26 @@ def optimize(ws: Path, op: str, *extra: str) -> subprocess.CompletedProcess:
     )
 
 
+@pytest.fixture(scope="module")
+def optimized(workspace, tmp_path_factory) -> dict:
+    """`optimize` of each example with a report, two at a time (their own processes, as two
+    editors' searches): (process, report path) per example."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    reports = tmp_path_factory.mktemp("reports")
+
+    def one(op: str):
+        report = reports / f"{op}.html"
+        return optimize(workspace, op, "--report", str(report)), report
+
+    with ThreadPoolExecutor(max_workers=2) as ex:
+        return dict(zip(ALL, ex.map(one, ALL)))
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("op", ALL)
-def test_optimize_example(workspace, op, tmp_path):
-    report = tmp_path / "report.html"
-    proc = optimize(workspace, op, "--report", str(report))
+def test_optimize_example(workspace, optimized, op, tmp_path):
+    proc, report = optimized[op]
     assert proc.returncode == 0, proc.stderr[-3000:]
     out = json.loads(proc.stdout)
     for key in ("kernel", "file", "device", "baseline", "variants", "budget", "candidates"):
