@@ -87,31 +87,39 @@ def test_gpu_busy_share_counts_from_the_first_candidate_and_overlaps_once():
     assert busy_words(Spent()) == ""  # off a GPU: no claim at all
 
 
-def test_an_original_check_the_budget_cannot_hold_exits_2_with_a_figure(tmp_path):
-    """A harness whose reference takes longer than the whole budget: the check is cut at the
-    budget, and the command exits 2 saying how long it ran and what budget to give, instead of
-    running past the budget and blaming the original."""
-    import json
+def optimize_with_a_slow(tmp_path, name: str, params: str) -> subprocess.CompletedProcess:
+    """`optimize --budget 15s` of the bundled gelu, its harness function `name` (taking
+    `params`) sleeping 60 s before it answers."""
     import shutil
-    import time
     from pathlib import Path
 
     examples = Path(__file__).resolve().parent.parent / "examples"
     shutil.copytree(examples, tmp_path / "ws", ignore=shutil.ignore_patterns(".kernelbrain"))
     gelu = tmp_path / "ws" / "ops" / "gelu.py"
     text = gelu.read_text()
-    assert "def gelu_ref(" in text
+    assert f"def {name}(" in text
+    call = ", ".join(p.split("=")[0] for p in params.split(", "))
     gelu.write_text(
-        text.replace("def gelu_ref(", "def _gelu_ref(")
-        + "\n\ndef gelu_ref(x):\n    import time\n\n    time.sleep(60)\n"
-        + "    return _gelu_ref(x)\n"
+        text.replace(f"def {name}(", f"def _{name}(")
+        + f"\n\ndef {name}({params}):\n    import time\n\n    time.sleep(60)\n"
+        + f"    return _{name}({call})\n"
     )
-    start = time.monotonic()
-    proc = subprocess.run(
+    return subprocess.run(
         [sys.executable, "-m", "kernelbrain.engine.cli.main", "optimize",
          "ops/gelu.py::gelu_kernel", "--device", "cpu", "--budget", "15s", "--json"],
         capture_output=True, text=True, cwd=tmp_path / "ws", timeout=120,
     )  # fmt: skip
+
+
+def test_an_original_check_the_budget_cannot_hold_exits_2_with_a_figure(tmp_path):
+    """A harness whose reference takes longer than the whole budget: the check is cut at the
+    budget, and the command exits 2 saying how long it ran and what budget to give, instead of
+    running past the budget and blaming the original."""
+    import json
+    import time
+
+    start = time.monotonic()
+    proc = optimize_with_a_slow(tmp_path, "gelu_ref", "x")
     wall = time.monotonic() - start
     assert proc.returncode == 2, (proc.stdout[-1500:], proc.stderr[-1500:])
     error = json.loads(proc.stdout)["error"]["message"]
@@ -124,24 +132,8 @@ def test_an_original_whose_benchmark_launches_cannot_be_compiled_in_the_budget_e
     """The benchmark inputs take longer to draw than the budget holds (the dry run that finds
     the original's launches to compile draws them): exit 2 with the figure, not a traceback."""
     import json
-    import shutil
-    from pathlib import Path
 
-    examples = Path(__file__).resolve().parent.parent / "examples"
-    shutil.copytree(examples, tmp_path / "ws", ignore=shutil.ignore_patterns(".kernelbrain"))
-    gelu = tmp_path / "ws" / "ops" / "gelu.py"
-    text = gelu.read_text()
-    assert "def gelu_inputs(" in text
-    gelu.write_text(
-        text.replace("def gelu_inputs(", "def _gelu_inputs(")
-        + "\n\ndef gelu_inputs(device='cuda'):\n    import time\n\n    time.sleep(60)\n"
-        + "    return _gelu_inputs(device)\n"
-    )
-    proc = subprocess.run(
-        [sys.executable, "-m", "kernelbrain.engine.cli.main", "optimize",
-         "ops/gelu.py::gelu_kernel", "--device", "cpu", "--budget", "15s", "--json"],
-        capture_output=True, text=True, cwd=tmp_path / "ws", timeout=120,
-    )  # fmt: skip
+    proc = optimize_with_a_slow(tmp_path, "gelu_inputs", "device='cuda'")
     assert proc.returncode == 2, (proc.stdout[-1500:], proc.stderr[-1500:])
     error = json.loads(proc.stdout)["error"]["message"]
     assert "checking the original needs more than this 15 s budget" in error, error
