@@ -51,6 +51,7 @@ REDACTED = "[redacted]"
 
 _registered: set[str] = set()
 _files: set[str] = set()  # secret files whose values are secrets (`register_file`)
+_read: dict[str, tuple[tuple, set[str]]] = {}  # path -> (what it was when read, its values)
 _lock = threading.Lock()
 
 
@@ -93,16 +94,32 @@ def register_file(path: str) -> None:
 
 
 def file_values(path: str) -> set[str]:
-    """Each line's value in a secret file (after `=` in a dotenv line, else the line). Nothing
-    of a source file (`secrets.py`, `test_credentials.py`: hidden by their names, but code: a
-    scrub must leave `re.compile(` alone)."""
+    """Each line's value in a secret file (after `=` in a dotenv line, else the line), read
+    again only when the file changed (another inode, size or time: a rename over it included).
+    Nothing of a source file (`secrets.py`, `test_credentials.py`: hidden by their names, but
+    code: a scrub must leave `re.compile(` alone)."""
     if path.endswith(SOURCE_SUFFIXES):
         return set()
+    try:
+        st = os.stat(path)
+    except OSError:
+        return set()
+    key = (st.st_ino, st.st_size, st.st_mtime_ns)
+    cached = _read.get(path)
+    if cached is not None and cached[0] == key:
+        return cached[1]
     try:
         with open(path, "rb") as f:
             text = f.read(SECRET_FILE_BYTES).decode("utf-8", "replace")
     except OSError:
         return set()
+    values = _values(text)
+    _read[path] = (key, values)
+    return values
+
+
+def _values(text: str) -> set[str]:
+    """The values of a secret file's lines (`file_values`)."""
     values = set()
     for line in text.splitlines():
         value = (line.split("=", 1)[1] if "=" in line else line).strip().strip("'\"")
