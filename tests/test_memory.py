@@ -9,6 +9,7 @@ import os
 import shutil
 import subprocess
 import sys
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -111,9 +112,18 @@ def test_a_second_search_of_a_similar_kernel_starts_from_what_paid(tmp_path, mon
     assert memory.summary()
     (chain, *_) = memory.winning_chains("softmax-like", SOFTMAX)
     assert chain in {v.origin for v in first.variants} and "dispatch" not in chain
-    # The same kind of kernel at other shapes, in another workspace, with and without memory.
-    second = _search(_similar_workspace(EXAMPLES, tmp_path / "b"), True, max_candidates=12, seed=0)
-    alone = _search(_similar_workspace(EXAMPLES, tmp_path / "c"), False, max_candidates=12, seed=0)
+    # The same kind of kernel at other shapes, in two other workspaces, with and without memory:
+    # two searches side by side (each compares by candidates compiled, not by seconds).
+    with ThreadPoolExecutor(max_workers=2) as ex:
+        second, alone = ex.map(
+            lambda ws_memory: _search(
+                _similar_workspace(EXAMPLES, tmp_path / ws_memory[0]),
+                ws_memory[1],
+                max_candidates=12,
+                seed=0,
+            ),
+            [("b", True), ("c", False)],
+        )
     # The winning chain (each prefix of it) is replayed before the first generation: the first
     # candidates verified, compiled alone.
     steps = chain.split("+")

@@ -10,6 +10,8 @@ variants (a plain copy, an autotuned one) still accepted in the same pool after 
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
+
 import pytest
 
 from kernelbrain.engine.evaluate.policy import static_gate
@@ -130,16 +132,25 @@ def task(tmp_path_factory):
 
 @pytest.mark.slow
 def test_a_candidate_that_changes_its_runner_is_rejected_and_the_runner_replaced(pool, task):
-    wrong = []
-    for name, source in TAMPERING.items():
+    def judged(pool: WorkerPool, name: str) -> str | None:
+        """What is wrong with `pool`'s verdict on the attack `name`, if anything."""
+        source = TAMPERING[name]
         assert static_gate(task, SOURCE, source) is not None, f"the gate let {name!r} through"
         result = run_harness(pool, task, source, "cpu")
         if (result.accepted, result.reason) != (False, "tampered"):
-            wrong.append(
-                f"{name}: {result.accepted, result.stage, result.reason}: {result.message}"
-            )
-        elif pool.worker("cpu").alive:
-            wrong.append(f"{name}: the runner it changed was kept")
+            return f"{name}: {result.accepted, result.stage, result.reason}: {result.message}"
+        if pool.worker("cpu").alive:
+            return f"{name}: the runner it changed was kept"
+        return None
+
+    # Every attack costs a runner (its replacement starts PyTorch again): two pools share them.
+    names = list(TAMPERING)
+    with WorkerPool() as other, ThreadPoolExecutor(max_workers=2) as ex:
+        halves = [
+            ex.submit(lambda p, part: [judged(p, n) for n in part], p, names[i::2])
+            for i, p in enumerate((pool, other))
+        ]
+        wrong = [w for half in halves for w in half.result() if w]
     assert not wrong, "\n".join(wrong)
     # What a candidate changed never reaches the next one: honest variants still pass, in one
     # runner (nothing of theirs counts as a change).
