@@ -58,6 +58,38 @@ def honest_speedups(pool: WorkerPool, device: str, repeats: int) -> list[float]:
         return out
 
 
+class Phases:
+    """Where a verify's seconds go, as the engine sees them: the time from one progress message
+    of the workers to the next, named by the earlier one (`load`, each harness stage, `timing`),
+    the time before the first under `before load` (the gate, the original's timeout check); the
+    mean over the candidates, so two trees' records show which part of judging grew."""
+
+    def __init__(self) -> None:
+        self.totals: dict[str, float] = {}
+        self.count = 0
+        self._last: tuple[float, str] = (0.0, "")
+
+    def start(self) -> None:
+        self._last = (time.perf_counter(), "before load")
+
+    def saw(self, progress) -> None:
+        now, name = time.perf_counter(), getattr(progress, "stage", "?")
+        if name != self._last[1]:
+            self._add(now)
+            self._last = (now, name)
+
+    def _add(self, now: float) -> None:
+        started, name = self._last
+        self.totals[name] = self.totals.get(name, 0.0) + now - started
+
+    def end(self) -> None:
+        self._add(time.perf_counter())
+        self.count += 1
+
+    def means(self) -> dict[str, float]:
+        return {k: round(v / max(self.count, 1), 3) for k, v in self.totals.items()}
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--run", required=True, help="a label for this tree, e.g. before / after")
@@ -73,14 +105,16 @@ def main() -> int:
 
     gpu = args.device.startswith("cuda")
     task = find_task(BASE, "softmax_kernel")
-    seconds, accepted = [], 0
+    seconds, accepted, phases = [], 0, Phases()
     with WorkerPool() as pool:
         verify(pool, task, SOURCE + "\n# warm-up\n", args.device)
         for _ in range(args.repeats):
             for source in HONEST.values():
+                phases.start()
                 t0 = time.perf_counter()
-                report = verify(pool, task, source, args.device)
+                report = verify(pool, task, source, args.device, on_progress=phases.saw)
                 seconds.append(time.perf_counter() - t0)
+                phases.end()
                 accepted += report.accepted
         speedups = honest_speedups(pool, args.device, args.repeats) if gpu else []
     if gpu:
@@ -110,6 +144,7 @@ def main() -> int:
         "seconds_per_candidate": sum(seconds) / len(seconds),
         "candidates_per_minute": 60 * len(seconds) / sum(seconds),
     }
+    record["phase_seconds"] = phases.means()
     if speedups:
         record["honest_speedups"] = speedups
     args.out.write_text(json.dumps(record, indent=1) + "\n")
