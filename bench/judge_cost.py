@@ -82,9 +82,15 @@ class Phases:
         started, name = self._last
         self.totals[name] = self.totals.get(name, 0.0) + now - started
 
-    def end(self) -> None:
+    def end(self, stages=()) -> None:
+        """The verify is over; `stages`: its harness stages, whose seconds in Triton's JIT (new
+        specialisations compiled for the cases' sizes) add up under `jit` (on a GPU)."""
         self._add(time.perf_counter())
         self.count += 1
+        jit = sum(getattr(s, "jit_seconds", 0.0) for s in stages)
+        self.totals["jit (within the stages)"] = (
+            self.totals.get("jit (within the stages)", 0.0) + jit
+        )
 
     def means(self) -> dict[str, float]:
         return {k: round(v / max(self.count, 1), 3) for k, v in self.totals.items()}
@@ -114,7 +120,7 @@ def main() -> int:
                 t0 = time.perf_counter()
                 report = verify(pool, task, source, args.device, on_progress=phases.saw)
                 seconds.append(time.perf_counter() - t0)
-                phases.end()
+                phases.end(report.stages)
                 accepted += report.accepted
         speedups = honest_speedups(pool, args.device, args.repeats) if gpu else []
     if gpu:
