@@ -114,3 +114,15 @@ def test_select_and_ignore():
     proc = run_check(str(EXAMPLES), "--format", "json", "--select", "KB10", "--ignore", "KB104")
     found = {r["code"] for r in json.loads(proc.stdout)}
     assert found == {"KB101", "KB102", "KB106", "KB108"}
+
+
+def test_an_unknown_code_is_a_usage_error_and_codes_are_any_case():
+    """A typo in `--select` would select nothing and report a clean file: it says so instead."""
+    proc = run_check(str(EXAMPLES), "--select", "KB9")
+    assert proc.returncode == 2 and not proc.stdout
+    assert "--select KB9: no diagnostic code starts with it" in proc.stderr
+    assert "KB101" in proc.stderr  # what there is to choose from
+    proc = run_check(str(EXAMPLES), "--ignore", "XYZ")
+    assert proc.returncode == 2 and "--ignore XYZ" in proc.stderr
+    proc = run_check(str(EXAMPLES), "--format", "json", "--select", "kb101")
+    assert proc.returncode == 1 and {r["code"] for r in json.loads(proc.stdout)} == {"KB101"}

@@ -93,6 +93,12 @@ def test_verify_usage_errors(tmp_path):
     )
     r = cli("verify", f"{BASE}::softmax_kernel", "--candidate", str(cand), "--device", "cuda:3")
     assert r.returncode == 2 and "GPU" in r.stderr
+    # One colon, as `module:function` is written elsewhere: the message says what was meant.
+    for command in ("verify", "optimize", "bench", "init"):
+        extra = ["--candidate", str(cand)] if command == "verify" else []
+        r = cli(command, f"{BASE}:softmax_kernel", *extra)
+        assert r.returncode == 2, (command, r.stderr)
+        assert f"two colons: {BASE}::softmax_kernel" in r.stderr, (command, r.stderr)
 
 
 def test_bench_on_cpu_runs_the_harness_and_says_why_no_timing():

@@ -11,7 +11,7 @@ import msgspec
 from ..index.files import iter_python_files
 from ..index.findings import Finding
 from ..index.model import Span
-from ..rules import SYNTAX_ERROR, check_source
+from ..rules import RULE_CRASH, SYNTAX_ERROR, check_source, load_rules
 
 
 @dataclass
@@ -48,6 +48,18 @@ def check_file(path: Path) -> list[Finding]:
             )
         ]
     return check_source(source, str(path))
+
+
+def known_codes() -> list[str]:
+    """Every code `check` can report: the rules' and its own (a syntax error, a rule that failed)."""
+    return sorted([*load_rules(), SYNTAX_ERROR, RULE_CRASH])
+
+
+def unknown_selectors(selectors: Iterable[str]) -> list[str]:
+    """The `--select`/`--ignore` values that no code starts with (a typo selects nothing and
+    would report a clean file)."""
+    codes = known_codes()
+    return [s for s in selectors if not any(code.startswith(s) for code in codes)]
 
 
 def check_paths(paths: Iterable[Path], select=None, ignore=None) -> CheckResult:

@@ -53,8 +53,15 @@ def _harness_exit(reason: str | None, accepted: bool) -> int:
 
 
 def _cmd_check(args: argparse.Namespace) -> int:
-    from .check import check_paths, format_json, format_text
+    from .check import check_paths, format_json, format_text, known_codes, unknown_selectors
 
+    args.select = [c.upper() for c in args.select or ()] or None  # kb101 means KB101
+    args.ignore = [c.upper() for c in args.ignore or ()] or None
+    for flag, values in (("--select", args.select), ("--ignore", args.ignore)):
+        for value in unknown_selectors(values or ()):
+            raise UsageError(
+                f"{flag} {value}: no diagnostic code starts with it (codes: {', '.join(known_codes())})"
+            )
     result = check_paths(args.paths, select=args.select, ignore=args.ignore)
     if result.missing:
         for p in result.missing:
@@ -75,11 +82,21 @@ def _cmd_check(args: argparse.Namespace) -> int:
     return EXIT_FINDINGS if result.findings and not args.exit_zero else EXIT_OK
 
 
-def _task(target: str):
-    from ..task import TaskError, find_task
+def _split(target: str):
+    """FILE::KERNEL as (path, kernel or None); a target that cannot mean one is a usage error."""
+    from ..task import TaskError
     from ..task.discover import split_target
 
-    path, kernel = split_target(target)
+    try:
+        return split_target(target)
+    except TaskError as exc:
+        raise UsageError(str(exc)) from exc
+
+
+def _task(target: str):
+    from ..task import TaskError, find_task
+
+    path, kernel = _split(target)
     try:
         return find_task(path, kernel)
     except TaskError as exc:
@@ -242,10 +259,9 @@ def _cmd_profile(args: argparse.Namespace) -> int:
 
 def _cmd_init(args: argparse.Namespace) -> int:
     from ..task import TaskError
-    from ..task.discover import split_target
     from ..task.scaffold import scaffold
 
-    path, kernel = split_target(args.target)
+    path, kernel = _split(args.target)
     if kernel is None:
         raise UsageError("say which kernel: kernelbrain init FILE::KERNEL")
     if args.llm:

@@ -376,8 +376,13 @@ def _kernelbench_task(path: Path, tree: ast.Module, index, kernel: str | None) -
 
 
 def split_target(target: str) -> tuple[Path, str | None]:
-    """`ops/x.py::kernel` -> (path, kernel); `ops/x.py` -> (path, None)."""
+    """`ops/x.py::kernel` -> (path, kernel); `ops/x.py` -> (path, None). `ops/x.py:kernel`
+    (one colon, as in `module:function` elsewhere) is a usage error that says what was meant,
+    not a missing file."""
     if "::" in target:
         file, kernel = target.split("::", 1)
         return Path(file), kernel or None
+    file, colon, name = target.rpartition(":")
+    if colon and file.endswith(".py") and name.isidentifier() and not Path(target).exists():
+        raise TaskError(f"{target}: a kernel is named after two colons: {file}::{name}", "usage")
     return Path(target), None
