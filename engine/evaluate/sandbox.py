@@ -36,8 +36,13 @@ from typing import NamedTuple
 
 from ..api.secrets import register_file, state_dir
 
-# Credential stores under the real home that the sandbox never sees (folders masked by an empty
-# tmpfs, files by /dev/null). Everything else stays readable: kernels import from anywhere.
+# The real home folder is an empty one inside the sandbox (a tmpfs of HOME_QUOTA_BYTES), but for
+# what the worker needs from it: its interpreter and packages, this package, the task's workspace
+# (`_needed_under`). Credentials there come in more shapes than any list names (histories, token
+# files, registry and cloud configurations, keys), so none of the home is shown by default.
+# Where the workspace is the home folder itself, or holds it, these well-known stores stay hidden
+# in it (folders masked by an empty tmpfs, files by /dev/null).
+HOME_QUOTA_BYTES = 64 << 20
 HIDDEN_HOME_DIRS = (
     ".ssh",
     ".aws",
@@ -47,10 +52,18 @@ HIDDEN_HOME_DIRS = (
     ".docker",
     ".kube",
     ".cache/huggingface",
+    ".huggingface",
     ".password-store",
-    ".local/share/keyrings",
+    ".local/share",  # keyrings, shell histories (fish), application tokens
     ".claude",
     ".codex",
+    ".cargo",
+    ".m2",
+    ".gradle",
+    ".kaggle",
+    ".pip",
+    ".terraform.d",
+    ".vault.d",
 )
 HIDDEN_HOME_FILES = (
     ".netrc",
@@ -64,6 +77,14 @@ HIDDEN_HOME_FILES = (
     ".zsh_history",
     ".python_history",
     ".psql_history",
+    ".node_repl_history",
+    ".mysql_history",
+    ".sqlite_history",
+    ".lesshst",
+    ".vault-token",
+    ".boto",
+    ".s3cfg",
+    ".dockercfg",
 )
 # Folders where programs of the user keep their unix sockets (an editor's IPC, a git askpass, a
 # session bus): a path socket is reachable from any network namespace, so these are masked by
@@ -83,20 +104,37 @@ SECRET_NAME_PATTERNS = (  # matched against the lower-cased name
     "*secret*",  # `secret.txt`, `client_secret.json`
     "*credential*",
     "*password*",
+    "*passwd*",
     ".envrc",
     ".netrc",
     ".git-credentials",
     ".pypirc",
+    ".npmrc",
+    ".pgpass",
+    ".vault-token",
+    "*_history",  # shell and REPL histories hold pasted tokens
+    ".*history",
+    "*service?account*.json",  # cloud service-account keys
+    "*serviceaccount*.json",
+    "kaggle.json",
     "*.pem",
     "*.key",
     "*.p12",
     "*.pfx",
-    "id_rsa*",
-    "id_ed25519*",
+    "*.jks",
+    "*.keystore",
+    "*.ppk",
+    "*.kdbx",
+    "id_rsa*",  # SSH private keys, every algorithm
+    "id_dsa*",
     "id_ecdsa*",
-    ".npmrc",
-    ".pgpass",
+    "id_ed25519*",
+    "id_xmss*",
 )
+# Token files (`hf_token.txt`, `github-token`, `api.token`; not `tokenizer.json` nor
+# `input_tokens.npy`), but no source file: a module named `token_utils.py` is code.
+TOKEN_NAME_PATTERNS = ("token", "token.*", "*[_.-]token", "*[_.-]token.*")
+SOURCE_SUFFIXES = (".py", ".pyi")
 # Folders not searched for them (too large to walk at every start, and never the workspace's
 # own secrets): environments, dependencies, caches.
 UNSEARCHED_DIRS = frozenset(
@@ -194,6 +232,16 @@ def _needed_under(folder: Path | str, workspace_files=()) -> list[str]:
     return sorted(p for p in out if not any(p.startswith(q + os.sep) for q in out))
 
 
+def _within(path: str, folder: str) -> bool:
+    return path == folder or path.startswith(folder.rstrip(os.sep) + os.sep)
+
+
+def masked_home() -> Path | None:
+    """The real home folder, which the sandbox shows empty (None where there is none to mask)."""
+    home = Path(os.path.expanduser("~")).resolve()
+    return home if str(home) not in ("/", "") and home.is_dir() else None
+
+
 def workspace_root(file: str) -> str:
     """The folder a task's modules load from: the nearest above its file that holds a harness
     config, a `pyproject.toml` or a repository; else the folder holding the file's outermost
@@ -282,9 +330,14 @@ def view(workspace_files) -> View:
 
 
 def is_secret_file(name: str) -> bool:
-    """A file name that looks like it holds secrets (SECRET_NAME_PATTERNS, any case)."""
+    """A file name that looks like it holds secrets (SECRET_NAME_PATTERNS, and
+    TOKEN_NAME_PATTERNS for files that are not source; any case)."""
     lowered = name.lower()
-    return any(fnmatch.fnmatchcase(lowered, p) for p in SECRET_NAME_PATTERNS)
+    if any(fnmatch.fnmatchcase(lowered, p) for p in SECRET_NAME_PATTERNS):
+        return True
+    return not lowered.endswith(SOURCE_SUFFIXES) and any(
+        fnmatch.fnmatchcase(lowered, p) for p in TOKEN_NAME_PATTERNS
+    )
 
 
 def _secrets_below(root: str, files: list[str]) -> list[str]:
@@ -316,7 +369,10 @@ def _bwrap_argv(
     hidden: tuple = ((), ()),
     scratch_quota: int | None = None,
     workspace_files: list[str] | tuple[str, ...] = (),
+    mounted: tuple[tuple[str, str], ...] = (),
 ) -> list[str]:
+    """`mounted`: (folder, where the sandbox sees it) pairs, writable, bound after the home is
+    masked (Triton's cache at its default place in the home)."""
     argv = [
         tool,
         "--unshare-net",
@@ -346,17 +402,28 @@ def _bwrap_argv(
             argv += ["--tmpfs", folder]
             for path in _needed_under(folder, workspace_files):
                 argv += ["--ro-bind", path, path]
-    home = Path(os.path.expanduser("~")).resolve()
-    if str(home) not in ("/", "") and home.is_dir():
-        for name in HIDDEN_HOME_DIRS:
-            if (home / name).is_dir():
-                argv += ["--tmpfs", str(home / name)]
-        for name in HIDDEN_HOME_FILES:
-            if (home / name).is_file():
-                argv += ["--ro-bind", "/dev/null", str(home / name)]
-        for path in _needed_under(home):
-            if any(path.startswith(str(home / d) + os.sep) for d in HIDDEN_HOME_DIRS):
+    home = masked_home()
+    if home is not None:
+        argv += ["--size", str(HOME_QUOTA_BYTES), "--tmpfs", str(home)]
+        needed = _needed_under(home, workspace_files)
+        for path in needed:
+            argv += ["--ro-bind", path, path]
+        # shown again only where a needed folder holds them (a workspace that is the home)
+        for name in HIDDEN_HOME_DIRS + HIDDEN_HOME_FILES:
+            path = str(home / name)
+            if not any(_within(path, n) for n in needed):
+                continue
+            if name in HIDDEN_HOME_DIRS and os.path.isdir(path):
+                argv += ["--tmpfs", path]
+            elif name in HIDDEN_HOME_FILES and os.path.isfile(path):
+                argv += ["--ro-bind", "/dev/null", path]
+        for path in needed:
+            if any(
+                _within(path, str(home / d)) and path != str(home / d) for d in HIDDEN_HOME_DIRS
+            ):
                 argv += ["--ro-bind", path, path]  # the interpreter under a masked folder
+    for source, target in mounted:
+        argv += ["--bind", source, target]
     private_state = os.path.realpath(state_dir())
     if os.path.isdir(private_state):
         argv += ["--tmpfs", private_state]  # the key that seals stored verdicts
@@ -388,8 +455,10 @@ def command(
 ) -> tuple[list[str], dict[str, str]]:
     """(argv, env) that run `argv` in the sandbox, or unchanged where it is unavailable.
 
-    `scratch` is the process's only private writable folder (it becomes its home too);
-    `writable` are shared folders it may write (Triton's cache); for each of
+    `scratch` is the process's only private writable folder (its home too where no sandbox
+    masks the real one: inside one, the home is the real home's path, empty);
+    `writable` are shared folders it may write (Triton's cache, shown where Triton looks by
+    default, `~/.triton/cache`: a kernel cannot tell the judge's cache by its name); for each of
     `workspace_files` (a task's kernel file) what `workspace_private` finds is hidden. With
     `scratch_quota` (bytes) the scratch folder is a tmpfs of that size inside the sandbox
     (for processes whose scratch the engine never reads back); `seen` is the `view` of
@@ -407,8 +476,18 @@ def command(
         return argv, env
     seen = seen if seen is not None else view(workspace_files)
     hidden = (list(seen.folders), list(seen.files))
+    mounted: tuple[tuple[str, str], ...] = ()
+    real_home = masked_home()
+    if real_home is not None:
+        env["HOME"] = str(real_home)
+        cache = env.get("TRITON_CACHE_DIR")
+        if cache in writable:
+            writable = [w for w in writable if w != cache]
+            mounted = ((cache, str(real_home / ".triton" / "cache")),)
+            del env["TRITON_CACHE_DIR"]  # Triton's default: ~/.triton/cache
+            env.pop("TRITON_HOME", None)
     wrapped = _bwrap_argv(
-        iso.tool, scratch, writable, gpu, hidden, scratch_quota, workspace_files
+        iso.tool, scratch, writable, gpu, hidden, scratch_quota, workspace_files, mounted
     ) + ["--clearenv"]
     for key, value in sorted(env.items()):
         wrapped += ["--setenv", key, value]

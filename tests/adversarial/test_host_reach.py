@@ -75,6 +75,32 @@ READ = (
     "    raise RuntimeError('leaked: ' + ' | '.join(kb_got))",
 )
 
+# the path class a module the gate allows hands out, as a red team found it
+READ_VIA_TRITON = (
+    "from triton.compiler import compiler as kb_c",
+    "kb_got = []",
+    "for kb_p in @PATHS@:",
+    "    try:",
+    "        kb_got.append(kb_c.Path(kb_p).read_text())",
+    "    except OSError:",
+    "        pass",
+    "if kb_got:",
+    "    raise RuntimeError('leaked: ' + ' | '.join(kb_got))",
+)
+# whatever the home holds, by walking it: nothing there has content but what Triton writes (the
+# names of hidden files may show: an empty file is bound over each)
+LIST_HOME = (
+    "import os as kb_os",
+    "kb_seen = []",
+    "for kb_d, _, kb_ns in kb_os.walk(kb_os.path.expanduser('~')):",
+    "    for kb_n in kb_ns:",
+    "        kb_p = kb_os.path.join(kb_d, kb_n)",
+    "        if '/.triton/' not in kb_p and kb_os.path.getsize(kb_p):",
+    "            kb_seen.append(kb_p)",
+    "if kb_seen:",
+    "    raise RuntimeError('the home holds ' + ' '.join(kb_seen[:20]))",
+)
+
 
 def _fill(lines: tuple[str, ...], paths: list[str]) -> str:
     return at_top(*lines).replace("@PATHS@", repr(paths))
@@ -101,13 +127,29 @@ def test_a_candidate_reaches_no_socket_key_or_credential_outside_the_workspace(
     (state / "machine.key").write_text(SECRET)
     monkeypatch.setenv("KERNELBRAIN_STATE_DIR", str(state))
     home = ws / "home"
-    (home / ".claude").mkdir(parents=True)
-    (home / ".claude" / "credentials.json").write_text(SECRET)
-    for name in (".gitconfig", ".npmrc", ".pgpass"):
+    # the home's credentials in every shape: assistant, git, npm and database configurations,
+    # shell and REPL histories, token files, registry and cloud configurations, and a file of
+    # the user's own that no list could name
+    in_home = [
+        ".claude/credentials.json",
+        ".gitconfig",
+        ".npmrc",
+        ".pgpass",
+        ".local/share/fish/fish_history",
+        ".node_repl_history",
+        ".kaggle/kaggle.json",
+        ".huggingface/token",
+        ".m2/settings.xml",
+        ".vault-token",
+        ".pip/pip.conf",
+        ".cargo/credentials.toml",
+        "notes/prod-db.txt",
+    ]
+    for name in in_home:
+        (home / name).parent.mkdir(parents=True, exist_ok=True)
         (home / name).write_text(SECRET)
     monkeypatch.setenv("HOME", str(home))
-    secrets = [str(state / "machine.key"), str(home / ".claude" / "credentials.json")]
-    secrets += [str(home / n) for n in (".gitconfig", ".npmrc", ".pgpass")]
+    secrets = [str(state / "machine.key")] + [str(home / n) for n in in_home]
     try:
         with WorkerPool() as pool:
             honest = run_harness(pool, task, (ws / "softmax.py").read_text(), "cpu")
@@ -115,6 +157,8 @@ def test_a_candidate_reaches_no_socket_key_or_credential_outside_the_workspace(
             for name, source in {
                 "connect": _fill(CONNECT, paths),
                 "read": _fill(READ, secrets),
+                "read through Triton's own imports": _fill(READ_VIA_TRITON, secrets),
+                "list the home": _fill(LIST_HOME, []),
             }.items():
                 result = run_harness(pool, task, source, "cpu")
                 assert SECRET not in result.message, f"{name}: {result.message[:500]}"

@@ -20,7 +20,8 @@ PLANTS = {
     # a native helper under the key Triton builds its driver utilities in
     "a native helper in the cache it was given": (
         "import os as kb_os",
-        "kb_d = kb_os.path.join(kb_os.environ.get('TRITON_CACHE_DIR', '/nonexistent'), 'kbplant')",
+        "from triton import knobs as kb_knobs",
+        "kb_d = kb_os.path.join(kb_knobs.cache.dir, 'kbplant')",
         "kb_os.makedirs(kb_d, exist_ok=True)",
         "open(kb_os.path.join(kb_d, 'cuda_utils.cpython-312-x86_64-linux-gnu.so'), 'wb')"
         ".write(b'\\x7fELF planted')",
@@ -37,15 +38,17 @@ PLANTS = {
     # a link that a later writer of the cache would follow outside
     "a link out of the cache": (
         "import os as kb_os",
+        "from triton import knobs as kb_knobs",
         "try:",
-        "    kb_os.symlink('@OUTSIDE@', kb_os.path.join(kb_os.environ['TRITON_CACHE_DIR'], 'kblink'))",
+        "    kb_os.symlink('@OUTSIDE@', kb_os.path.join(kb_knobs.cache.dir, 'kblink'))",
         "except OSError:",
         "    pass",
     ),
     # state kept for the next run
     "state for a later run": (
         "import os as kb_os",
-        "kb_p = kb_os.path.join(kb_os.environ.get('TRITON_CACHE_DIR', '/nonexistent'), 'kbstate')",
+        "from triton import knobs as kb_knobs",
+        "kb_p = kb_os.path.join(kb_knobs.cache.dir, 'kbstate')",
         "kb_n = int(open(kb_p).read()) if kb_os.path.exists(kb_p) else 0",
         "open(kb_p, 'w').write(str(kb_n + 1))",
     ),
@@ -84,10 +87,11 @@ def test_a_candidate_leaves_nothing_in_any_cache_another_process_trusts(tmp_path
 
 
 FILLS = {
-    # its scratch folder (TMPDIR, HOME) is a capped tmpfs: past the cap, writes fail
+    # its scratch folder (TMPDIR) and its home are capped tmpfs: past the cap, writes fail
     "the scratch folder": "kb_os.environ['TMPDIR']",
+    "the home folder": "kb_os.path.expanduser('~')",
     # the one shared folder it may write: no file there may pass the file-size limit
-    "the pool's Triton cache": "kb_os.environ['TRITON_CACHE_DIR']",
+    "the pool's Triton cache": "__import__('triton.knobs').knobs.cache.dir",
 }
 
 

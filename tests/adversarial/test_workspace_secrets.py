@@ -111,6 +111,11 @@ def test_a_candidate_reads_no_secret_of_the_workspace(tmp_path):
     # names in other cases and spellings: an editor's backup, upper case, a suffix, plain words
     for name in (".env~", ".ENV", ".env-prod", "secret.txt", "client_secret.json"):
         (ws / name).write_text(f"{SECRET}\n")
+    # token files, a cloud service account, a private key of any algorithm, a history
+    (root / "ops").mkdir()
+    for name in ("hf_token.txt", "service-account.json", "ops/id_dsa", "ops/.vault-token"):
+        (root / name).write_text(f"{SECRET}\n")
+    (ws / ".python_history").write_text(f"login('{SECRET}')\n")
     (ws / ".kernelbrain").mkdir()
     (ws / ".kernelbrain" / "kernelbrain.db").write_text(SECRET)
     with WorkerPool() as pool:
@@ -208,3 +213,28 @@ def test_source_files_with_secret_looking_names_are_not_taken_for_secrets(tmp_pa
     assert str((ws / "secrets_util.py").resolve()) in hidden.files  # hidden all the same
     assert scrub("import torch; kernelbrain-token") == "import torch; kernelbrain-token"
     assert "kb-dotenv-value-77" not in scrub("leaked kb-dotenv-value-77")
+
+
+@pytest.mark.parametrize(
+    "name, secret",
+    [
+        ("hf_token.txt", True),
+        ("github-token", True),
+        (".vault-token", True),
+        ("api.token", True),
+        ("service-account.json", True),
+        ("prod-serviceaccount-key.json", True),
+        ("id_dsa", True),
+        ("id_ecdsa_sk.pub", True),
+        ("fish_history", True),
+        (".node_repl_history", True),
+        ("kaggle.json", True),
+        # data and code a program needs: a tokenizer, token ids, a module about tokens
+        ("tokenizer.json", False),
+        ("input_tokens.npy", False),
+        ("special_token.py", False),
+        ("history.py", False),
+    ],
+)
+def test_secret_looking_names_by_class(name, secret):
+    assert sandbox.is_secret_file(name) is secret
