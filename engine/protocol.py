@@ -164,6 +164,9 @@ class CandidateRun(msgspec.Struct):
     # arguments the call pointed at other memory or reshaped in place (`set_`, `resize_`): the
     # caller's tensor was then never written, whatever the argument object reads
     rebound: list[int] = []
+    # indices of outputs whose memory the call neither created nor was given: memory the
+    # candidate keeps between calls (a memo, a pool of output buffers)
+    kept: list[int] = []
 
 
 class CandidateRuns(msgspec.Struct, tag="candidate_runs"):

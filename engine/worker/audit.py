@@ -14,6 +14,9 @@ Kernel launches are found through `KernelInterface.__getitem__`, the one path by
 
 from __future__ import annotations
 
+import gc
+import os
+import sys
 from collections import Counter
 
 import torch
@@ -63,6 +66,72 @@ def _flat(args, kwargs) -> list:
     return out
 
 
+def storage_of(t) -> int | None:
+    """Where a tensor's memory lives (None for anything else, and for tensors without memory)."""
+    if not isinstance(t, torch.Tensor) or t.device.type == "meta" or t.is_sparse:
+        return None
+    try:
+        return t.untyped_storage().data_ptr() or None
+    except (RuntimeError, NotImplementedError):
+        return None
+
+
+def _containers(value, found: list) -> list:
+    """Every container in a nested output (`compare.flatten`'s kinds), outermost first."""
+    if isinstance(value, (tuple, list, dict)):
+        found.append(value)
+        for item in value.values() if isinstance(value, dict) else value:
+            _containers(item, found)
+    return found
+
+
+def held_elsewhere(holder: list, args) -> list[int]:
+    """Indices of the output's tensors (`holder[0]`, in `compare.flatten` order) that something
+    besides the output itself still holds once the call returned: the tensor object, another
+    tensor on its memory, or its storage (a memo of results, a ring of output buffers). Memory
+    kept so is overwritten by a later call, or served stale, in the user's program. Arguments'
+    memory is the caller's and is left out. Counted from reference counts: the caller holds
+    the output only through `holder`."""
+    from .compare import flatten
+
+    given = {storage_of(a) for a in args}
+    expected: Counter[int] = Counter()  # references the output's own containers hold
+    tensors: dict[int, torch.Tensor] = {}
+    for container in _containers(holder, []):
+        for r in gc.get_referents(container):
+            if isinstance(r, torch.Tensor):
+                expected[id(r)] += 1
+                tensors[id(r)] = r
+    r = None  # the loop's name held the last one
+    order = [id(x) for _, x in flatten(holder[0])]
+    bases: dict[int, set[int]] = {}  # storage -> the tensors the output has on it, views' bases
+    for key in tensors:
+        where = storage_of(tensors[key])
+        bases.setdefault(where, set()).add(key)
+        if tensors[key]._base is not None:
+            bases[where].add(id(tensors[key]._base))
+    held = set()
+    for key in list(tensors):
+        t = tensors[key]
+        where = storage_of(t)
+        if where is not None and where not in given and t.numel():
+            storage = t.untyped_storage()
+            other_tensors = torch._C._storage_Use_Count(storage._cdata) - 1 - len(bases[where])
+            storage_holders = sys.getrefcount(storage) - 3  # this name, the call's, its owner
+            del storage
+            # the containers', `tensors`', this name's and the call's
+            object_holders = sys.getrefcount(t) - expected[key] - 3
+            base = t._base
+            if base is not None and id(base) not in tensors:
+                # the view's own link, this name, the call's (a base the output does not hold)
+                object_holders += max(0, sys.getrefcount(base) - 3)
+            base = None
+            if other_tensors > 0 or storage_holders > 0 or object_holders > 0:
+                held.add(key)
+        del t
+    return [i for i, key in enumerate(order) if key in held]
+
+
 def poison(t: torch.Tensor) -> None:
     if not isinstance(t, torch.Tensor) or t.numel() == 0:
         return
@@ -77,12 +146,14 @@ _noise: dict[torch.device, torch.Generator] = {}
 
 
 def scramble(t: torch.Tensor) -> None:
-    """Random finite values where `poison` would put its pattern."""
+    """Random finite values where `poison` would put its pattern, from a seed no candidate can
+    know (a fixed one let a kernel recognise the judge's allocations by their first values)."""
     if not isinstance(t, torch.Tensor) or t.numel() == 0:
         return
     generator = _noise.get(t.device)
     if generator is None:  # its own: the harness's draws stay as they are
-        generator = _noise[t.device] = torch.Generator(t.device).manual_seed(0x5EED)
+        seed = int.from_bytes(os.urandom(8), "little") >> 1
+        generator = _noise[t.device] = torch.Generator(t.device).manual_seed(seed)
     if t.dtype in POISON_BITS:
         t.normal_(generator=generator)
     elif t.dtype in POISON_INT:
@@ -187,15 +258,23 @@ def guard_span(args) -> int:
     return max(t.untyped_storage().nbytes() // t.element_size() for t in tensors)
 
 
+# What the tensors an entry allocates hold when it gets them: the poison (an element never
+# written is seen), random finite values, or what the allocator hands out (as in the user's
+# program). A kernel that recognises the judge's allocations and computes right only then
+# differs between the three, and the determinism stage runs one of each.
+FILLS = ("poison", "noise", "as-allocated")
+
+
 class AuditMode(TorchDispatchMode):
     def __init__(
-        self, poison_allocations: bool = True, guard_elements: int = 0, noise: bool = False
+        self, poison_allocations: bool = True, guard_elements: int = 0, fill: str = "poison"
     ):
         """`guard_elements`: room past the end of every tensor the entry creates (`guarded`);
-        0 creates them as asked. `noise`: allocations hold random finite values instead of the
-        poison, so a kernel that tells the judge's calls by the poison in memory it has not
-        written yet (and computes right only then) differs between the two."""
+        0 creates them as asked. `fill`: what allocations hold (`FILLS`); `poison_allocations`
+        False leaves them as allocated."""
         super().__init__()
+        if fill not in FILLS:
+            raise ValueError(f"fill is one of {FILLS}, not {fill!r}")
         self.guard_elements = guard_elements
         self.ops: Counter[str] = Counter()
         self.on_tensors: set[str] = (
@@ -205,7 +284,10 @@ class AuditMode(TorchDispatchMode):
         self.poison_allocations = poison_allocations
         self.bytes_written = 0  # by fills and copies outside kernels
         self.guards: list[tuple[torch.Tensor, int]] = []  # (guarded storage, where its room starts)
-        self.noise = noise
+        self.fill = fill if poison_allocations else "as-allocated"
+        # storages the entry's ops created (an output's storage that none of the op's tensor
+        # inputs has): what it returns must be among them or be its arguments' (`kept`)
+        self.created: set[int] = set()
 
     def __enter__(self):
         _active.append(self)
@@ -221,7 +303,8 @@ class AuditMode(TorchDispatchMode):
             return out
         name = func.overloadpacket.__name__
         self.ops[name] += 1
-        if any(isinstance(a, torch.Tensor) and a.dim() > 0 for a in _flat(args, kwargs)):
+        given = _flat(args, kwargs)
+        if any(isinstance(a, torch.Tensor) and a.dim() > 0 for a in given):
             self.on_tensors.add(name)
         if name in FILL_OPS or name in COPY_OPS:
             t = out if isinstance(out, torch.Tensor) else None
@@ -236,9 +319,28 @@ class AuditMode(TorchDispatchMode):
             size = out.untyped_storage().nbytes()
             out, room = guarded(out, self.guard_elements)
             self.guards.append((room, size))
-        if self.poison_allocations and name in ALLOCATION_OPS:
-            (scramble if self.noise else poison)(out)
+        if name in ALLOCATION_OPS and self.fill != "as-allocated":
+            (scramble if self.fill == "noise" else poison)(out)
+        inputs = {storage_of(a) for a in given}
+        for t in _flat((out,), None):
+            where = storage_of(t)
+            if where is not None and where not in inputs:
+                self.created.add(where)
         return out
+
+    def kept(self, output, args) -> list[int]:
+        """Indices of `output`'s tensors (in `compare.flatten` order) whose memory neither an
+        op of this call created nor an argument holds: memory kept from before the call."""
+        from .compare import flatten
+
+        given = {storage_of(a) for a in args}
+        return [
+            i
+            for i, (_, x) in enumerate(flatten(output))
+            if isinstance(x, torch.Tensor)
+            and x.numel()
+            and storage_of(x) not in self.created | given
+        ]
 
     def guards_written(self) -> int:
         """How many of the tensors the call created had their guard room written."""

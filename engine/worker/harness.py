@@ -130,6 +130,7 @@ class Harness:
             self.req.seed,
             self.req.full_cases,
             lambda: self.original.writes,
+            self.modules.original_entry,
         )
 
     def prepare(
@@ -365,6 +366,7 @@ def serve_run_candidate(
 
     try:
         h.load()
+        h.runner.reuse_arguments = True  # as a program that keeps its buffers calls it
         with h.choice:
             for i, case in enumerate(req.cases or []):
                 turn = req.turns[i] if i < len(req.turns) else None

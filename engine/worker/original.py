@@ -29,6 +29,7 @@ class OriginalBehaviour:
         self.writes: set[int] = set()  # arguments the original changed on some case
         self.returned: dict[int, str] = {}  # argument -> where the original returns its storage
         self.rebinds: set[int] = set()  # arguments the original points at other memory
+        self.keeps = False  # the original returns memory it keeps between calls
         self.extra_ops: set[str] = set()  # PyTorch ops candidates ran that the original does not
 
     @property
@@ -42,6 +43,7 @@ class OriginalBehaviour:
         self.launches = max(self.launches, run.launches)
         self.writes |= changed(args, run.args_after)
         self.rebinds |= set(run.rebound)
+        self.keeps = self.keeps or bool(run.kept)
         for i, path in returned_arguments(run.output, run.args_after).items():
             self.returned.setdefault(i, path)
         return run
@@ -59,7 +61,7 @@ class OriginalBehaviour:
         """Raise the candidate's misbehaviour on this case, if the original does not behave so
         either, here or on the cases seen before."""
         seen_ops = set(self.ops)
-        seen = (seen_ops, self.launches > 0, self.writes, self.aliases, self.rebinds)
+        seen = (seen_ops, self.launches > 0, self.writes, self.aliases, self.rebinds, self.keeps)
         if misbehaviour(desc, args, run, *seen) is None:
             return
         here = self.run_original(args)
@@ -72,6 +74,7 @@ class OriginalBehaviour:
             self.writes | changed(args, here.args_after),
             self.aliases or bool(here.aliases),
             self.rebinds | set(here.rebound),
+            self.keeps or bool(here.kept),
         )
         self.learn(args, here)
         if problem is not None:
@@ -89,6 +92,7 @@ def misbehaviour(
     writes: set[int],
     aliases: bool,
     rebinds: set[int] = frozenset(),
+    keeps: bool = False,
 ) -> HarnessFailure | None:
     """What `run` does that an original with these habits does not, as the failure to report."""
     extra = run.ops - ops
@@ -119,6 +123,13 @@ def misbehaviour(
             "mutated-input",
             f"on {desc}: the candidate changed its input argument {written[0]} (the original "
             "leaves it as it was): the caller's tensors would be destroyed",
+        )
+    if run.kept and not keeps:
+        return HarnessFailure(
+            "stateful",
+            f"on {desc}: output {run.kept[0]} is memory the candidate kept from before the call "
+            "(a memo or a pool of output buffers; the original returns what each call "
+            "creates): a later call would overwrite it, or serve it stale",
         )
     if run.aliases and not aliases:
         return HarnessFailure(

@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 import contextlib
+import gc
 from typing import Callable
 
 import torch
@@ -22,7 +23,7 @@ from ..protocol import (
 )
 from . import audit, bounds, shapes
 from . import values as wire
-from .audit import AuditMode
+from .audit import FILLS, AuditMode
 from .autotune_choice import AutotuneChoice
 from .compare import flatten, identical
 from .failures import (
@@ -41,9 +42,18 @@ from .interpreter_compat import diagnose as diagnose_interpreter
 class Run:
     """One call of an entry on one case: what the judge decides from."""
 
-    __slots__ = ("config", "output", "args_after", "ops", "launches", "aliases", "rebound")
+    __slots__ = (
+        "config",
+        "output",
+        "args_after",
+        "ops",
+        "launches",
+        "aliases",
+        "rebound",
+        "kept",
+    )
 
-    def __init__(self, config, output, args_after, ops, launches, aliases, rebound=()):
+    def __init__(self, config, output, args_after, ops, launches, aliases, rebound=(), kept=()):
         self.config: str = config
         self.output = output
         self.args_after = args_after
@@ -51,6 +61,7 @@ class Run:
         self.launches: int = launches
         self.aliases: list[int] = list(aliases)
         self.rebound: list[int] = list(rebound)
+        self.kept: list[int] = list(kept)  # outputs in memory kept from before the call
 
 
 def written_bytes(expected, original_out) -> int:
@@ -95,6 +106,37 @@ def aliased_outputs(out, args) -> list[int]:
     ]
 
 
+def _layout(t: torch.Tensor) -> tuple:
+    return (
+        t.dtype,
+        t.device,
+        tuple(t.shape),
+        t.stride(),
+        t.storage_offset(),
+        t.untyped_storage().nbytes(),
+        t.requires_grad,
+    )
+
+
+def refilled(previous, fresh):
+    """`previous` (the argument objects of the last call) holding `fresh`'s bytes, where every
+    tensor has the same layout and the same ones are passed twice; else `fresh`. A program
+    keeps its buffers and writes new values into them between calls, so the same tensor
+    objects at the same addresses come back with other contents: a kernel that keys a memo on
+    a tensor's identity or address serves a stale result then, as it does in that program."""
+    if previous is None or len(previous) != len(fresh):
+        return fresh
+    pairs = [(p, f) for p, f in zip(previous, fresh) if isinstance(f, torch.Tensor)]
+    if any(not isinstance(p, torch.Tensor) or _layout(p) != _layout(f) for p, f in pairs):
+        return fresh
+    if len({id(p) for p, _ in pairs}) != len({id(f) for _, f in pairs}):
+        return fresh  # one tensor passed twice in one call and not in the other
+    for p, f in pairs:
+        p.untyped_storage().copy_(f.untyped_storage())
+    held = iter(p for p, _ in pairs)
+    return tuple(next(held) if isinstance(f, torch.Tensor) else f for f in fresh)
+
+
 class LocalRunner:
     """Runs an entry in this process: the original checking itself in the judge, and the runner
     process serving `RunCandidate` for the candidate it imported. `call` runs the entry on a
@@ -113,6 +155,10 @@ class LocalRunner:
         candidate, or the original checking itself), not the harness's."""
         self.call, self.choice, self.entry, self.who = call, choice, entry, who
         self.under_test = under_test
+        # the runner: a case's first call gets the last call's argument objects (`refilled`);
+        # the judge keeps its runs' arguments, so its own runner never does
+        self.reuse_arguments = False
+        self._last_args = None
 
     def prepare(self) -> None:
         """Nothing to load: the entry is here."""
@@ -122,14 +168,18 @@ class LocalRunner:
     ) -> list[Run]:
         choice = self.choice
         runs: list[Run] = []
-        # repeated runs (the determinism stage) after the first allocate noise, not the poison
+        # repeated runs (the determinism stage) take the allocation fills in turn (`FILLS`)
+        fills = [FILLS[min(i, len(FILLS) - 1)] for i in range(repeats)]
         if turn is not None:  # the interpreter: one configuration per case, in turn
             choice.select(turn)
-            return [self.once(args, ghost, noise=i > 0) for i in range(repeats)]
+            return [self.once(args, ghost, fill, first=i == 0) for i, fill in enumerate(fills)]
         want = 0
         while True:  # a GPU: every configuration the tuning keeps
             choice.select(want)
-            runs += [self.once(args, ghost, noise=i > 0) for i in range(repeats)]
+            runs += [
+                self.once(args, ghost, fill, first=i == 0 and want == 0)
+                for i, fill in enumerate(fills)
+            ]
             want += 1
             if want >= choice.widest:
                 return runs
@@ -139,14 +189,20 @@ class LocalRunner:
         for i, args in enumerate(cases):
             yield self.run(args, repeats, turns[i] if turns else None)
 
-    def once(self, args, ghost: bool = False, noise: bool = False) -> Run:
-        """One call on a clone of `args`; `ghost`: with every Triton kernel skipped; `noise`:
-        what it allocates holds random values instead of the poison (`AuditMode`). An entry
-        under test that writes outside what it was given fails `out-of-bounds` (`bounds.py`)."""
+    def once(self, args, ghost: bool = False, fill: str = "poison", first: bool = False) -> Run:
+        """One call on a clone of `args`; `ghost`: with every Triton kernel skipped; `fill`:
+        what it allocates holds (`audit.FILLS`); `first`: the case's first call, which takes
+        the last call's argument objects where `reuse_arguments` (`refilled`). An entry under
+        test that writes outside what it was given fails `out-of-bounds` (`bounds.py`); one
+        that returns memory it keeps between calls is told by `Run.kept`."""
         clones = shapes.clone_args(args)
+        if self.reuse_arguments:
+            if first:
+                clones = refilled(self._last_args, clones)
+            self._last_args = clones
         places = [memory_of(c) for c in clones]
         outside = bounds.Outside(clones)
-        mode = AuditMode(guard_elements=audit.guard_span(clones), noise=noise)
+        mode = AuditMode(guard_elements=audit.guard_span(clones), fill=fill)
         before = audit.launch_count()
         with kernels_skipped() if ghost else contextlib.nullcontext():
             out = self.call(
@@ -154,6 +210,18 @@ class LocalRunner:
             )
         if self.under_test:
             self._in_bounds(outside.changed(), mode.guards_written())
+        mode.guards.clear()  # the judge's own views of the outputs' memory
+        kept = mode.kept(out, clones)
+        holder = [out]  # the output held once, for `held_elsewhere`'s count
+        del out
+        held = audit.held_elsewhere(holder, clones)
+        for generation in (0, 1, 2):  # garbage in a cycle holds it until collected (Triton's
+            if not held:  # interpreter leaves its copies of the arguments so): the young first
+                break
+            gc.collect(generation)
+            held = audit.held_elsewhere(holder, clones)
+        kept += [i for i in held if i not in kept]
+        out = holder.pop()
         return Run(
             self.choice.describe(),
             out,
@@ -162,6 +230,7 @@ class LocalRunner:
             audit.launch_count() - before,
             aliased_outputs(out, clones),
             [i for i, (c, p) in enumerate(zip(clones, places)) if memory_of(c) != p],
+            kept,
         )
 
     def _in_bounds(self, arguments: list[int], guards: int) -> None:
@@ -273,7 +342,9 @@ class RemoteRunner:
                 sent if isinstance(v, Unchanged) else wire.decode(v, self.device)
                 for sent, v in zip(args, r.args_after)
             )
-            decoded.append(Run(r.config, output, after, r.ops, r.launches, r.aliases, r.rebound))
+            decoded.append(
+                Run(r.config, output, after, r.ops, r.launches, r.aliases, r.rebound, r.kept)
+            )
         return decoded
 
 
@@ -297,6 +368,7 @@ def compact_runs(args, runs: list[Run]) -> list[CandidateRun]:
                 r.launches,
                 r.aliases,
                 r.rebound,
+                r.kept,
             )
         )
     return compact

@@ -10,6 +10,7 @@ are sentinels, kept.
 
 from __future__ import annotations
 
+import inspect
 import math
 import random
 
@@ -374,6 +375,39 @@ def other_half_precision(args):
         else a
         for a in args
     )
+
+
+def other_floats(args, entry=None):
+    """The case with each float argument moved far from its value (None when it has none): a
+    harness passes one `eps`, one scale, one temperature, and a kernel that ignores the
+    caller's value for a literal of its own matches on every case otherwise. `4x + 0.5` takes
+    an epsilon of 1e-6 to about the mean square of unit inputs, where leaving it out shows.
+    The parameters of `entry` after the case's that have defaults (an `eps: float = 1e-6` no
+    harness passes) are passed too, where one of them is a float."""
+    args = tuple(args) + _trailing_defaults(entry, len(args))
+    if not any(type(a) is float for a in args):
+        return None
+    return tuple(a * 4.0 + 0.5 if type(a) is float else a for a in args)
+
+
+def _trailing_defaults(entry, given: int) -> tuple:
+    """The defaults of `entry`'s positional parameters after the first `given`, up to the last
+    float among them (none where one has no default or the signature cannot be read)."""
+    if entry is None:
+        return ()
+    try:
+        params = list(inspect.signature(entry).parameters.values())[given:]
+    except (TypeError, ValueError):
+        return ()
+    kinds = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+    values = []
+    for p in params:
+        if p.kind not in kinds or p.default is inspect.Parameter.empty:
+            break
+        values.append(p.default)
+    while values and type(values[-1]) is not float:
+        values.pop()
+    return tuple(values)
 
 
 def in_float32(args):

@@ -31,12 +31,14 @@ def stage_inputs(
     seed: int,
     full_cases: bool,
     writes: Callable[[], set[int]] = set,
+    entry: Callable | None = None,
 ):
     """Every input a stage checks, lazily, as (label, args, check options). The stages run
     them; a dry run records what they would launch, so the search can compile their
     specialisations ahead of time on the CPU (`Specialize.stages`). `full_cases`: the sweep
     and determinism stages check the benchmark cases too (GPU workers). `writes`: the arguments
-    the original is known to write by then (the edge stage zeroes them)."""
+    the original is known to write by then (the edge stage zeroes them). `entry`: the
+    original's, whose defaulted float parameters the sweep passes changed (`other_floats`)."""
     if stage == "smoke":
         for i, args in enumerate(cases.small("smoke")):
             yield f"small case {i}", args, {}
@@ -55,6 +57,9 @@ def stage_inputs(
             wider = shapes.in_float32(args) if i == 0 else None
             if wider is not None:
                 yield f"small case {i} in float32", wider, {"derived": True}
+            floats = shapes.other_floats(args, entry) if i == 0 else None
+            if floats is not None:
+                yield f"small case {i} with other float arguments", floats, {"derived": True}
             others = small[:i] + small[i + 1 :]
             made = shapes.odd_sizes(args, blocks, stage_seed(seed, f"sweep{i}"), others=others)
             made = shapes.unpredictable_sizes(args, blocks, others) + made

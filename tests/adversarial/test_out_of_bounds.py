@@ -135,3 +135,42 @@ def test_arguments_that_view_one_buffer_may_each_be_written():
     assert watch.changed() == []
     buffer[:, 10] = 3.0
     assert watch.changed() == [0, 1]
+
+
+def test_the_judge_s_allocations_cannot_be_told_from_a_user_s():
+    """What a call allocates holds, in the determinism stage's three runs, the poison, random
+    values from a seed drawn per process (a fixed seed let a kernel recognise the judge's
+    allocations by their first values and compute right only then), and what the allocator
+    hands out, as in the user's program."""
+    import torch
+
+    from kernelbrain.engine.worker import audit
+    from kernelbrain.engine.worker.runs import LocalRunner
+
+    firsts = []
+    for _ in range(2):  # a fresh process's generator each time
+        audit._noise.clear()
+        t = torch.empty(64)
+        audit.scramble(t)
+        firsts.append(t.clone())
+    assert not torch.equal(firsts[0], firsts[1])
+    with audit.AuditMode(fill="poison"):
+        poisoned = torch.empty(8)
+    assert bool(audit.unwritten(poisoned).all())
+    with audit.AuditMode(fill="as-allocated"):
+        kept = torch.zeros(8).add_(5.0)  # a fill op: what the entry wrote stays
+    assert torch.equal(kept, torch.full((8,), 5.0))
+
+    fills = []
+
+    class Choice:
+        widest = 1
+
+        def select(self, i):
+            pass
+
+    runner = LocalRunner(lambda *a, **k: None, Choice(), lambda: None)
+    runner.once = lambda args, ghost=False, fill="poison": fills.append(fill)
+    runner.run((), repeats=3, turn=0)
+    runner.run((), repeats=3)
+    assert fills == list(audit.FILLS) * 2

@@ -84,3 +84,35 @@ def test_wrong_only_on_inputs_no_seeded_case_holds_is_rejected(pool):
     assert not wrong, "\n".join(wrong)
     # the original itself passes every one of those inputs
     assert run_harness(pool, task, SOURCE + "\n# the original\n", "cpu").accepted
+
+
+RMSNORM = (EXAMPLES / "ops" / "rmsnorm.py").read_text(encoding="utf-8")
+CORPUS = EXAMPLES.parent / "tests" / "corpus"
+LAYER_NORM = (CORPUS / "layer_norm.py").read_text(encoding="utf-8")
+# A kernel that ignores the caller's float argument for a literal of its own: right on every
+# case whose value it guessed. The rmsnorm's harness never passes `eps` (its default is used),
+# the layer norm's passes 1e-5 in every case.
+IGNORED_FLOATS = {
+    "rmsnorm's defaulted eps": (
+        EXAMPLES / "ops" / "rmsnorm.py",
+        "rmsnorm_kernel",
+        RMSNORM.replace("x2.shape[1], eps, BLOCK_SIZE", "x2.shape[1], 1e-6, BLOCK_SIZE"),
+    ),
+    "layer norm's eps passed in every case": (
+        CORPUS / "layer_norm.py",
+        "layer_norm_fwd_kernel",
+        LAYER_NORM.replace("n_cols, eps,\n", "n_cols, 1e-5,\n"),
+    ),
+}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", sorted(IGNORED_FLOATS))
+def test_a_kernel_that_ignores_a_float_argument_is_rejected(pool, name):
+    file, kernel, source = IGNORED_FLOATS[name]
+    assert source != file.read_text(encoding="utf-8")
+    task = find_task(file, kernel)
+    result = run_harness(pool, task, source, "cpu")
+    assert not result.accepted, f"{name}: accepted"
+    assert result.stage == "sweep" and result.reason == "mismatch", (result.reason, result.message)
+    assert "other float arguments" in result.message
