@@ -298,21 +298,89 @@ def _parameters(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> set[str]:
     return names | {x.arg for x in (a.vararg, a.kwarg) if x is not None} - {"self"}
 
 
-def _aliases_of(fn: ast.FunctionDef, names: set[str]) -> set[str]:
+def _imported(tree: ast.Module) -> set[str]:
+    """The names module-level imports bind."""
+    names = set()
+    for n in tree.body:
+        if isinstance(n, (ast.Import, ast.ImportFrom)):
+            names |= {(a.asname or a.name).split(".")[0] for a in n.names}
+    return names
+
+
+def _module_variables(tree: ast.Module) -> set[str]:
+    """The names module-level assignments bind: the module's data, where state lives."""
+    names = set()
+    for n in tree.body:
+        if isinstance(n, ast.Assign):
+            names |= {t.id for t in n.targets if isinstance(t, ast.Name)}
+        elif isinstance(n, (ast.AnnAssign, ast.AugAssign)) and isinstance(n.target, ast.Name):
+            names.add(n.target.id)
+    return names
+
+
+def _state_getters(tree: ast.Module, variables: set[str]) -> set[str]:
+    """Top-level functions that return module data (`def _memo(): return _MEMO`), or what
+    another such function returns: calling one hands out the module's state."""
+    functions = {
+        n.name: n for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))
+    }
+    getters: set[str] = set()
+    grew = True
+    while grew:
+        grew = False
+        for name, fn in functions.items():
+            if name in getters:
+                continue
+            returns = [r.value for r in ast.walk(fn) if isinstance(r, ast.Return) and r.value]
+            if any(_mentions_state(v, variables, getters) for v in returns):
+                getters.add(name)
+                grew = True
+    return getters
+
+
+def _mentions_state(expr: ast.AST, state: set[str], getters: set[str] = frozenset()) -> bool:
+    """`expr` may evaluate to module data: it names some (`(_MEMO,)[0]`,
+    `next(iter([_MEMO]))`, `_MEMO if c else None`) or calls a getter of it."""
+    for n in ast.walk(expr):
+        if isinstance(n, ast.Name) and n.id in state:
+            return True
+        if isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id in getters:
+            return True
+    return False
+
+
+def _aliases_of(
+    fn: ast.FunctionDef,
+    names: set[str],
+    variables: set[str] = frozenset(),
+    getters=frozenset(),
+    imported: set[str] = frozenset(),
+) -> set[str]:
     """`names` and every local of `fn` bound to one of them or to an attribute chain from one
-    (`t = torch`, `m = torch.nn`): writing through an alias writes the module itself."""
+    (`t = torch`, `m = torch.nn`): writing through an alias writes the module itself; and
+    every local bound to an expression that may evaluate to module data (`variables`, reached
+    through a subscript, a container, a call or a getter: `memo = (_MEMO,)[0]`), except calls
+    into imported libraries, which return new objects (`torch.empty(_SHAPE)`)."""
     out = set(names)
+    data = set(variables)
     assigns = [n for n in ast.walk(fn) if isinstance(n, (ast.Assign, ast.NamedExpr))]
     grew = True
     while grew:
         grew = False
         for n in assigns:
             value = n.value
-            if isinstance(value, (ast.Name, ast.Attribute)) and _root(value) in out:
-                targets = n.targets if isinstance(n, ast.Assign) else [n.target]
-                for t in targets:
-                    if isinstance(t, ast.Name) and t.id not in out:
-                        out.add(t.id)
+            follows = isinstance(value, (ast.Name, ast.Attribute)) and _root(value) in out
+            library_call = isinstance(value, ast.Call) and _root(value.func) in imported
+            if not follows and not library_call and _mentions_state(value, data, getters):
+                follows = True
+            if not follows:
+                continue
+            targets = n.targets if isinstance(n, ast.Assign) else [n.target]
+            for t in targets:
+                for name in ast.walk(t):
+                    if isinstance(name, ast.Name) and name.id not in out:
+                        out.add(name.id)
+                        data.add(name.id)
                         grew = True
     return out
 
@@ -352,10 +420,16 @@ def _cache_decorator(
 
 
 def _state_write(
-    fn: ast.FunctionDef | ast.AsyncFunctionDef, n: ast.AST, module_names: set[str], orig_dump: str
+    fn: ast.FunctionDef | ast.AsyncFunctionDef,
+    n: ast.AST,
+    module_names: set[str],
+    orig_dump: str,
+    data: set[str] = frozenset(),
 ) -> Rejection | None:
     """`n`, a node of `fn`, keeps state between calls: `global`, a write into module state or
-    onto an argument, a mutating call on module state."""
+    onto an argument, a mutating call on module state. `data`: the module's variables and the
+    locals that may hold them (`_aliases_of`), reached through any expression too
+    (`(_MEMO,)[0][k] = v`, `[_RING][0].append(out)`)."""
     if isinstance(n, (ast.Global, ast.Nonlocal)):
         return Rejection(
             "stateful", f"`{ast.unparse(n)}` in `{fn.name}` keeps state between calls", n.lineno
@@ -371,7 +445,16 @@ def _state_write(
         base = t
         while isinstance(base, (ast.Subscript, ast.Attribute)):
             base = base.value
-        if not isinstance(base, ast.Name) or ast.dump(n) in orig_dump:
+        if ast.dump(n) in orig_dump:
+            continue
+        if not isinstance(base, ast.Name):
+            if t is not base and _mentions_state(base, data):
+                return Rejection(
+                    "stateful",
+                    f"`{ast.unparse(t)} = ...` in `{fn.name}` writes module-level state "
+                    "that survives between calls",
+                    n.lineno,
+                )
             continue
         if t is not base and (base.id in module_names or base.id == fn.name):
             return Rejection(
@@ -399,8 +482,11 @@ def _state_write(
     callee = n.func.attr if isinstance(n.func, ast.Attribute) else getattr(n.func, "id", "")
     # an argument may be module state passed in (`_tick(_CALLS)`): it counts as module state
     shared = module_names | _parameters(fn)
-    on_module_state = isinstance(n.func, ast.Attribute) and (
-        isinstance(n.func.value, ast.Name) and n.func.value.id in shared
+    receiver = n.func.value if isinstance(n.func, ast.Attribute) else None
+    on_module_state = (isinstance(receiver, ast.Name) and receiver.id in shared) or (
+        receiver is not None
+        and not isinstance(receiver, ast.Name)
+        and _mentions_state(receiver, data)
     )
     first = n.args[0] if n.args else None
     passed_module_state = isinstance(first, ast.Name) and first.id in shared
@@ -415,6 +501,9 @@ def _state_write(
 
 def _stateful(tree: ast.Module, original: ast.Module) -> Rejection | None:
     orig_dump = ast.dump(original)
+    variables = _module_variables(tree)
+    getters = _state_getters(tree, variables)
+    imported = _imported(tree)
     for fn in ast.walk(tree):
         if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
             continue
@@ -426,9 +515,9 @@ def _stateful(tree: ast.Module, original: ast.Module) -> Rejection | None:
         found = _cache_decorator(fn, orig_dump)
         if found:
             return found
-        module_names = _aliases_of(fn, _module_names(tree))
+        module_names = _aliases_of(fn, _module_names(tree), variables, getters, imported)
         for n in ast.walk(fn):
-            found = _state_write(fn, n, module_names, orig_dump)
+            found = _state_write(fn, n, module_names, orig_dump, module_names - imported)
             if found:
                 return found
     return None

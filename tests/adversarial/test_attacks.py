@@ -502,7 +502,36 @@ RED_TEAM_GATE_5 = {
         "KB_SEEN = []", "def kb_keep(c, v):", "    c.append(v)", launcher=("kb_keep(KB_SEEN, x)",)
     ),
 }
-ALL_GATE = RED_TEAM_GATE | RED_TEAM_GATE_4 | RED_TEAM_GATE_5
+# Module state reached through an expression rather than a plain name: a subscript of a
+# container, a builtin's result, a lambda, a getter function, a walrus.
+RED_TEAM_GATE_6 = {
+    "a memo reached through a subscript": at_top(
+        "KB_MEMO = dict()", launcher=("kb_m = (KB_MEMO,)[0]", "kb_m[id(x)] = x")
+    ),
+    "a memo reached through a list": at_top(
+        "KB_MEMO = dict()", launcher=("kb_m = [KB_MEMO][0]", "kb_m[id(x)] = x")
+    ),
+    "a memo reached through next(iter())": at_top(
+        "KB_MEMO = dict()", launcher=("kb_m = next(iter([KB_MEMO]))", "kb_m.update({1: x})")
+    ),
+    "a memo reached through a lambda": at_top(
+        "KB_MEMO = dict()", launcher=("kb_m = (lambda: KB_MEMO)()", "kb_m[id(x)] = x")
+    ),
+    "a memo reached through a getter": at_top(
+        "KB_MEMO = dict()",
+        "def kb_memo():",
+        "    return KB_MEMO",
+        launcher=("kb_m = kb_memo()", "kb_m[id(x)] = x"),
+    ),
+    "a ring written without a name": at_top(
+        "KB_RING = dict()", launcher=("(KB_RING,)[0].setdefault(tuple(x.shape), []).append(x)",)
+    ),
+    "a subscript write without a name": at_top(
+        "KB_MEMO = dict()", launcher=("(KB_MEMO,)[0][id(x)] = x",)
+    ),
+    "a walrus": at_top("KB_MEMO = dict()", launcher=("(kb_m := [KB_MEMO][0])[id(x)] = x",)),
+}
+ALL_GATE = RED_TEAM_GATE | RED_TEAM_GATE_4 | RED_TEAM_GATE_5 | RED_TEAM_GATE_6
 
 
 @pytest.mark.parametrize("name", sorted(ALL_GATE))
@@ -513,6 +542,8 @@ def test_red_team_routes_through_the_gate_are_closed(name):
     task = find_task(BASE, "softmax_kernel")
     rejection = static_gate(task, SOURCE, ALL_GATE[name])
     assert rejection is not None, name
+    if name in RED_TEAM_GATE_6:
+        assert rejection.reason == "stateful", rejection
     assert rejection.reason in (
         "forbidden-attribute",
         "forbidden-import",
