@@ -86,6 +86,8 @@ def test_optimize_example(workspace, optimized, op, tmp_path):
     assert len(out["baseline"]) == 3 and out["budget"]["spent"]["candidates"] <= 12
     assert set(out["budget"]["limits"]) >= {"wall_s", "max_candidates", "llm_tokens"}
     assert out["candidates"]["per_stage"] and out["candidates"]["per_outcome"]
+    # every candidate the search made ends somewhere, the ones the budget left unjudged included
+    assert sum(out["candidates"]["per_outcome"].values()) == out["candidates"]["total"]
     html = report.read_text()
     assert html.count("<svg") == 3 and f"{op}_kernel" in html
     for v in out["variants"]:

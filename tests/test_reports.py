@@ -32,7 +32,10 @@ def _variant(vid: str, speedups: list[float], verdicts: list[str], origin: str) 
         for label, s, verdict in zip(LABELS, speedups, verdicts)
     ]
     geo = (speedups[0] * speedups[1] * speedups[2]) ** (1 / 3)
-    return Variant(vid, origin, f"{origin} rewrite", geo, per_case, ["smoke"], True, "", "")
+    explanation = f"**What changed**: {origin} rewrite"
+    return Variant(
+        vid, origin, f"{origin} rewrite", geo, per_case, ["smoke"], True, "", explanation
+    )
 
 
 def _result() -> SearchResult:
@@ -75,7 +78,13 @@ def test_terminal_report_at_80_columns():
     lines = text.splitlines()
     assert all(len(line) <= 80 for line in lines), [line for line in lines if len(line) > 80]
     assert "{" not in text  # counts are tables, not a raw dict
-    assert re.search(r"estimate:ranked-out\s+│\s+21", text), text
+    # outcomes in a reader's words, not the engine's keys
+    assert re.search(r"ranked out by the cost model\s+│\s+21", text), text
+    assert "estimate:ranked-out" not in text and "outcomes of 41" in text
+    # the per-case column names its cases; the best's mark is explained
+    assert "per case:" in text and "16384x4096" in text.split("best")[0]
+    assert "* the best" in text
+    assert "**" not in text  # the explanation is rendered, not raw markdown
     wins, _, rest = text.partition("verified but no faster than the original:")
     assert "winner0001" in wins and "sameas0002" not in wins
     assert "sameas00" in rest

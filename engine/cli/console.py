@@ -136,9 +136,9 @@ class ProgressView:
         line = f"[{e.fraction * 100:3.0f}%] {text}"
         if e.kind in _LINE_EVENTS and line != self._last_line:
             self._last_line = line
-            self.console.print(
-                _fit(line, max(40, self.console.width)), soft_wrap=True, markup=False
-            )
+            # a line of its own, whole: written to a file or a pipe nothing is cut, and a
+            # terminal wraps it
+            self.console.print(line, soft_wrap=True, markup=False)
 
 
 def _fit(text: str, width: int) -> str:

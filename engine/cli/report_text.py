@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from rich.console import Console
+from rich.markdown import Markdown
 from rich.markup import escape
 from rich.table import Table
 
@@ -116,21 +117,62 @@ def print_profile(result) -> None:
     console.print(f"total GPU time {result.total_us / 1000:.2f} ms in {result.script}")
 
 
+# What each rung of the ladder is, and how a candidate's climb ended, in a user's words (the
+# JSON keeps the engine's keys: `rung:reason`).
+RUNG_WORDS = {
+    "gate": "refused by the policy gate",
+    "compile": "failed to compile",
+    "smoke": "failed the first correctness checks",
+    "estimate": "ranked out by the cost model",
+    "quick": "slower in a quick timing",
+    "full": "failed full verification",
+    "final": "lost the final timing",
+}
+OUTCOME_WORDS = {
+    "verified": "verified",
+    "not-run": "not judged: the budget ended first",
+    "ranked-out": "",
+    "pruned": "",
+}
+
+
+def outcome_words(key: str) -> str:
+    """`rung:reason` as a reader says it: 'failed the first correctness checks (mismatch)'."""
+    if key in OUTCOME_WORDS:
+        return OUTCOME_WORDS[key]
+    rung, _, reason = key.partition(":")
+    said = RUNG_WORDS.get(rung, f"stopped at {rung}")
+    detail = OUTCOME_WORDS.get(reason, reason.replace("-", " "))
+    return f"{said} ({detail})" if detail else said
+
+
 def counts_table(counts) -> Table:
-    """How many candidates reached each rung and how they ended, as rows a newcomer can read."""
+    """How many candidates reached each rung and how they ended, as rows a newcomer can read;
+    the outcomes add up to every candidate the search made."""
     t = Table("rung", "reached", title="candidates", title_justify="left")
     for stage, n in counts.per_stage.items():
         t.add_row(stage, str(n))
-    outcomes = Table("outcome", "candidates", title="outcomes", title_justify="left")
+    outcomes = Table(
+        "outcome", "candidates", title=f"outcomes of {counts.total}", title_justify="left"
+    )
     for outcome, n in sorted(counts.per_outcome.items(), key=lambda kv: (-kv[1], kv[0])):
-        outcomes.add_row(outcome, str(n))
+        outcomes.add_row(escape(outcome_words(outcome)), str(n))
     grid = Table.grid(padding=(0, 4))
     grid.add_row(t, outcomes)
     return grid
 
 
 def _variant_table(result, variants) -> Table:
-    t = Table("variant", "made by", "speedup", "per case", "kind")
+    labels = [c.label for c in variants[0].per_case] if variants else []
+    t = Table(
+        "variant",
+        "made by",
+        "speedup",
+        "per case: " + escape(", ".join(labels)) if labels else "per case",
+        "kind",
+        caption="* the best: the one `apply` takes" if result.best else None,
+        caption_justify="left",
+    )
     for v in variants:
         t.add_row(
             v.id[:10] + (" *" if v.id == result.best else ""),
@@ -178,7 +220,7 @@ def print_search(result, out: Console | None = None) -> None:
             f"\n[bold]best[/] {best.id} ({best.speedup:.2f}x, "
             f"{'measured' if best.measured else 'estimated'}), found after {result.time_to_best_s:.0f} s:"
         )
-        out.print(best.explanation, markup=False)
+        out.print(Markdown(best.explanation))
         out.print(best.diff, markup=False, highlight=False)
     for note in result.notes:
         out.print(f"[dim]note: {escape(note)}[/]")

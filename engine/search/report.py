@@ -16,7 +16,7 @@ from .cost_model import case_bytes_and_flops, case_written_bytes
 from .explain import compiled_changes, explain
 from .ledger import Ledger
 from .meter import Meter, Stop
-from .node import ORIGINAL, Node
+from .node import ORIGINAL, Fate, Node
 from .population import Population
 
 
@@ -88,6 +88,12 @@ def search_result(
         key=lambda v: (-v.speedup, v.id),
     )
     ledger.counts.total = sum(1 for n in pop.nodes.values() if n.id != ORIGINAL)
+    # candidates made but never judged to an end (the budget ran out first, a cancel): counted,
+    # so the outcomes account for every candidate
+    ledger.counts.per_outcome.pop(str(Fate.NOT_RUN), None)  # an earlier report's
+    unjudged = ledger.counts.total - sum(ledger.counts.per_outcome.values())
+    if unjudged > 0:
+        ledger.counts.per_outcome[str(Fate.NOT_RUN)] = unjudged
     baseline = [BaselineCase(label, us, gpu) for label, us in zip(pop.labels, pop.baseline_us)]
     if not gpu:
         ledger.notes.append(
