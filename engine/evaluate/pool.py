@@ -208,7 +208,8 @@ class WorkerProcess:
         self._timeout_s = STARTUP_TIMEOUT_S
         self._remove_workdir()
         # Candidate modules are written here; the engine removes it, since a killed worker cannot.
-        self._workdir = tempfile.mkdtemp(prefix="kb-worker-")
+        # A plain temporary name: it is the worker's TMPDIR, which a kernel can read.
+        self._workdir = tempfile.mkdtemp()
         env = scrubbed_env(self.device)
         env["KERNELBRAIN_WORKDIR"] = self._workdir
         cache = self.triton_cache
