@@ -366,7 +366,6 @@ def serve_run_candidate(
 
     try:
         h.load()
-        h.runner.reuse_arguments = True  # as a program that keeps its buffers calls it
         with h.choice:
             for i, case in enumerate(req.cases or []):
                 turn = req.turns[i] if i < len(req.turns) else None

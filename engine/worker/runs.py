@@ -106,37 +106,6 @@ def aliased_outputs(out, args) -> list[int]:
     ]
 
 
-def _layout(t: torch.Tensor) -> tuple:
-    return (
-        t.dtype,
-        t.device,
-        tuple(t.shape),
-        t.stride(),
-        t.storage_offset(),
-        t.untyped_storage().nbytes(),
-        t.requires_grad,
-    )
-
-
-def refilled(previous, fresh):
-    """`previous` (the argument objects of the last call) holding `fresh`'s bytes, where every
-    tensor has the same layout and the same ones are passed twice; else `fresh`. A program
-    keeps its buffers and writes new values into them between calls, so the same tensor
-    objects at the same addresses come back with other contents: a kernel that keys a memo on
-    a tensor's identity or address serves a stale result then, as it does in that program."""
-    if previous is None or len(previous) != len(fresh):
-        return fresh
-    pairs = [(p, f) for p, f in zip(previous, fresh) if isinstance(f, torch.Tensor)]
-    if any(not isinstance(p, torch.Tensor) or _layout(p) != _layout(f) for p, f in pairs):
-        return fresh
-    if len({id(p) for p, _ in pairs}) != len({id(f) for _, f in pairs}):
-        return fresh  # one tensor passed twice in one call and not in the other
-    for p, f in pairs:
-        p.untyped_storage().copy_(f.untyped_storage())
-    held = iter(p for p, _ in pairs)
-    return tuple(next(held) if isinstance(f, torch.Tensor) else f for f in fresh)
-
-
 class LocalRunner:
     """Runs an entry in this process: the original checking itself in the judge, and the runner
     process serving `RunCandidate` for the candidate it imported. `call` runs the entry on a
@@ -155,10 +124,6 @@ class LocalRunner:
         candidate, or the original checking itself), not the harness's."""
         self.call, self.choice, self.entry, self.who = call, choice, entry, who
         self.under_test = under_test
-        # the runner: a case's first call gets the last call's argument objects (`refilled`);
-        # the judge keeps its runs' arguments, so its own runner never does
-        self.reuse_arguments = False
-        self._last_args = None
 
     def prepare(self) -> None:
         """Nothing to load: the entry is here."""
@@ -172,14 +137,11 @@ class LocalRunner:
         fills = [FILLS[min(i, len(FILLS) - 1)] for i in range(repeats)]
         if turn is not None:  # the interpreter: one configuration per case, in turn
             choice.select(turn)
-            return [self.once(args, ghost, fill, first=i == 0) for i, fill in enumerate(fills)]
+            return [self.once(args, ghost, fill) for fill in fills]
         want = 0
         while True:  # a GPU: every configuration the tuning keeps
             choice.select(want)
-            runs += [
-                self.once(args, ghost, fill, first=i == 0 and want == 0)
-                for i, fill in enumerate(fills)
-            ]
+            runs += [self.once(args, ghost, fill) for fill in fills]
             want += 1
             if want >= choice.widest:
                 return runs
@@ -189,17 +151,12 @@ class LocalRunner:
         for i, args in enumerate(cases):
             yield self.run(args, repeats, turns[i] if turns else None)
 
-    def once(self, args, ghost: bool = False, fill: str = "poison", first: bool = False) -> Run:
+    def once(self, args, ghost: bool = False, fill: str = "poison") -> Run:
         """One call on a clone of `args`; `ghost`: with every Triton kernel skipped; `fill`:
-        what it allocates holds (`audit.FILLS`); `first`: the case's first call, which takes
-        the last call's argument objects where `reuse_arguments` (`refilled`). An entry under
-        test that writes outside what it was given fails `out-of-bounds` (`bounds.py`); one
-        that returns memory it keeps between calls is told by `Run.kept`."""
+        what it allocates holds (`audit.FILLS`). An entry under test that writes outside what
+        it was given fails `out-of-bounds` (`bounds.py`); one that returns memory it keeps
+        between calls is told by `Run.kept`."""
         clones = shapes.clone_args(args)
-        if self.reuse_arguments:
-            if first:
-                clones = refilled(self._last_args, clones)
-            self._last_args = clones
         places = [memory_of(c) for c in clones]
         outside = bounds.Outside(clones)
         mode = AuditMode(guard_elements=audit.guard_span(clones), fill=fill)

@@ -170,7 +170,7 @@ def test_the_judge_s_allocations_cannot_be_told_from_a_user_s():
             pass
 
     runner = LocalRunner(lambda *a, **k: None, Choice(), lambda: None)
-    runner.once = lambda args, ghost=False, fill="poison", first=False: fills.append(fill)
+    runner.once = lambda args, ghost=False, fill="poison": fills.append(fill)
     runner.run((), repeats=3, turn=0)
     runner.run((), repeats=3)
     assert fills == list(audit.FILLS) * 2

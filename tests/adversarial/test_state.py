@@ -1,9 +1,10 @@
 """Candidates that keep results between calls. In the judge every call gets fresh copies of its
 inputs, so a memo keyed on a tensor's identity or address never hits there; in the user's
 program the same buffers come back with new contents, and a memo serves stale results, a pool
-of output buffers hands out memory the caller still reads. The runner passes a case's inputs in
-the argument objects of the call before (`runs.refilled`), and each call's outputs must be
-memory the call created and nothing else holds (`audit.held_elsewhere`, `AuditMode.kept`).
+of output buffers hands out memory the caller still reads. Each call's outputs must be memory
+the call created and nothing else holds (`audit.held_elsewhere`, `AuditMode.kept`); a memo that
+hands out copies is caught where its stale answer shows (a hit on a reused address or identity,
+the ghost replay), not always (docs/judging.md).
 The candidates reach their module state through an alias the gate does not follow
 (`(_MEMO,)[0]`), and run past the gate (straight to the sandboxed harness)."""
 
@@ -42,18 +43,6 @@ KEEPING = {
         "_MEMO = dict()",
         "memo = (_MEMO,)[0]\nif x.data_ptr() in memo:\n    return memo[x.data_ptr()]",
         "memo[x.data_ptr()] = out",
-    ),
-    # copies kept and handed out after a launch as usual: fresh memory each call, stale
-    # values on a hit
-    "memo of copies by address": _with(
-        "_MEMO = dict()",
-        "memo = (_MEMO,)[0]\nhit = memo.get(x.data_ptr())",
-        "if hit is not None:\n    return hit.clone()\nmemo[x.data_ptr()] = out.clone()",
-    ),
-    "memo of copies by identity": _with(
-        "_MEMO = dict()",
-        "memo = (_MEMO,)[0]\nhit = memo.get(id(x))",
-        "if hit is not None:\n    return hit.clone()\nmemo[id(x)] = out.clone()",
     ),
     # a ring of eight output buffers per shape, filled as calls come
     "a ring of output buffers": _with(
