@@ -78,6 +78,36 @@ def clean_environment(env: dict[str, str] | None = None) -> dict[str, str]:
     return {k: v for k, v in source.items() if not is_secret_name(k)}
 
 
+# What a process running workspace or candidate code may see of the environment: toolchains,
+# devices, locales and the interpreter's own settings. A secret can hide under any name
+# (`DATABASE_URL` with its password, `GH_PAT`, `MYSQL_PWD`, `SENTRY_DSN`), so the rest is left out.
+WORKER_VARIABLES = ("PATH", "LD_LIBRARY_PATH", "LANG", "LANGUAGE", "TZ", "VIRTUAL_ENV", "CC", "CXX")
+WORKER_PREFIXES = (
+    "LC_",
+    "PYTHON",
+    "CUDA_",
+    "NVIDIA_",
+    "TRITON_",
+    "TORCH",
+    "PYTORCH_",
+    "OMP_",
+    "MKL_",
+    "KMP_",
+    "OPENBLAS_",
+    "CONDA_",
+    "KERNELBRAIN_",
+)
+
+
+def worker_environment(env: dict[str, str] | None = None) -> dict[str, str]:
+    """`env` (default: this process's) reduced to what workspace code may see
+    (`WORKER_VARIABLES`, `WORKER_PREFIXES`), secret-named variables among them left out too."""
+    source = clean_environment(env)
+    return {
+        k: v for k, v in source.items() if k in WORKER_VARIABLES or k.startswith(WORKER_PREFIXES)
+    }
+
+
 def register(value: str | None) -> None:
     """Treat `value` as a secret from now on (a key handed over at run time)."""
     if value and len(value) >= MIN_SECRET_CHARS:

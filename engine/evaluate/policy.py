@@ -200,6 +200,19 @@ MUTATORS = {
     "__setitem__",
     "pop",
     "clear",
+    # the rest of the mutating methods of lists, dicts, sets and deques
+    "popitem",
+    "remove",
+    "discard",
+    "sort",
+    "reverse",
+    "difference_update",
+    "intersection_update",
+    "symmetric_difference_update",
+    "appendleft",
+    "extendleft",
+    "popleft",
+    "rotate",
 }
 # `operator`'s in-place functions, and the mutators above called unbound (`dict.update(M, ...)`),
 # change their first argument as a method call on it would.
@@ -388,12 +401,20 @@ def _aliases_of(
 MUTABLE_DEFAULTS = (ast.List, ast.Dict, ast.Set, ast.ListComp, ast.DictComp, ast.SetComp)
 
 
+def _immutable(value: ast.expr) -> bool:
+    """A default that is one shared object no call can change: a constant, a name or an
+    attribute (`torch.float16`), a negated constant, a tuple of those."""
+    if isinstance(value, (ast.Constant, ast.Name, ast.Attribute)):
+        return True
+    if isinstance(value, ast.UnaryOp):
+        return isinstance(value.operand, ast.Constant)
+    return isinstance(value, ast.Tuple) and all(_immutable(e) for e in value.elts)
+
+
 def _mutable_default(fn: ast.AST, orig_dump: str) -> Rejection | None:
     for default in fn.args.defaults + [d for d in fn.args.kw_defaults if d is not None]:
-        mutable = isinstance(default, MUTABLE_DEFAULTS) or (
-            isinstance(default, ast.Call)
-            and getattr(default.func, "id", None) in ("list", "dict", "set", "bytearray")
-        )
+        # anything else may build a container (`[[]][0]`, `tuple([[]])`, `dict()`)
+        mutable = isinstance(default, MUTABLE_DEFAULTS) or not _immutable(default)
         if mutable and ast.dump(default) not in orig_dump:
             return Rejection(
                 "stateful",
@@ -420,7 +441,7 @@ def _cache_decorator(
 
 
 def _state_write(
-    fn: ast.FunctionDef | ast.AsyncFunctionDef,
+    fn: ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda,
     n: ast.AST,
     module_names: set[str],
     orig_dump: str,
@@ -430,10 +451,23 @@ def _state_write(
     onto an argument, a mutating call on module state. `data`: the module's variables and the
     locals that may hold them (`_aliases_of`), reached through any expression too
     (`(_MEMO,)[0][k] = v`, `[_RING][0].append(out)`)."""
+    name = getattr(fn, "name", "a lambda")
     if isinstance(n, (ast.Global, ast.Nonlocal)):
         return Rejection(
-            "stateful", f"`{ast.unparse(n)}` in `{fn.name}` keeps state between calls", n.lineno
+            "stateful", f"`{ast.unparse(n)}` in `{name}` keeps state between calls", n.lineno
         )
+    if ast.dump(n) in orig_dump:
+        return None
+    why = (
+        _call_keeps_state(fn, n, module_names, data)
+        if isinstance(n, ast.Call)
+        else _assignment_keeps_state(fn, n, module_names, data)
+    )
+    return Rejection("stateful", f"`{why[0]}` in `{name}` {why[1]}", n.lineno) if why else None
+
+
+def _assignment_keeps_state(fn, n: ast.AST, module_names: set[str], data: set[str]):
+    """(what, why) where an assignment writes module state or into an argument."""
     targets = (
         n.targets
         if isinstance(n, ast.Assign)
@@ -445,57 +479,57 @@ def _state_write(
         base = t
         while isinstance(base, (ast.Subscript, ast.Attribute)):
             base = base.value
-        if ast.dump(n) in orig_dump:
-            continue
+        what = f"{ast.unparse(t)} = ..."
+        module_write = "writes module-level state that survives between calls"
         if not isinstance(base, ast.Name):
             if t is not base and _mentions_state(base, data):
-                return Rejection(
-                    "stateful",
-                    f"`{ast.unparse(t)} = ...` in `{fn.name}` writes module-level state "
-                    "that survives between calls",
-                    n.lineno,
-                )
+                return what, module_write
             continue
-        if t is not base and (base.id in module_names or base.id == fn.name):
-            return Rejection(
-                "stateful",
-                f"`{ast.unparse(t)} = ...` in `{fn.name}` writes module-level state "
-                "that survives between calls",
-                n.lineno,
-            )
+        if t is not base and (base.id in module_names or base.id == getattr(fn, "name", None)):
+            return what, module_write
         if isinstance(t, ast.Subscript) and base.id in _parameters(fn):
-            return Rejection(
-                "stateful",
-                f"`{ast.unparse(t)} = ...` in `{fn.name}` writes into an argument's items: "
-                "module state passed in would keep it between calls",
-                n.lineno,
+            return what, (
+                "writes into an argument's items: module state passed in would keep it "
+                "between calls"
             )
         if isinstance(t, ast.Attribute) and base.id in _parameters(fn):
-            return Rejection(
-                "stateful",
-                f"`{ast.unparse(t)} = ...` in `{fn.name}` stores on an argument, where it "
-                "survives to the next call with the same tensor",
-                n.lineno,
+            return (
+                what,
+                "stores on an argument, where it survives to the next call with the same tensor",
             )
-    if not isinstance(n, ast.Call) or ast.dump(n) in orig_dump:
-        return None
+    return None
+
+
+def _call_keeps_state(fn, n: ast.Call, module_names: set[str], data: set[str]):
+    """(what, why) where a call mutates module state: a mutating method on it, or a mutating
+    function given it first. An argument may be module state passed in (`_tick(_CALLS)`): it
+    counts as module state."""
     callee = n.func.attr if isinstance(n.func, ast.Attribute) else getattr(n.func, "id", "")
-    # an argument may be module state passed in (`_tick(_CALLS)`): it counts as module state
     shared = module_names | _parameters(fn)
+
+    def is_state(e: ast.AST | None) -> bool:
+        if isinstance(e, ast.Name):
+            return e.id in shared
+        return e is not None and _mentions_state(e, data)
+
     receiver = n.func.value if isinstance(n.func, ast.Attribute) else None
-    on_module_state = (isinstance(receiver, ast.Name) and receiver.id in shared) or (
-        receiver is not None
-        and not isinstance(receiver, ast.Name)
-        and _mentions_state(receiver, data)
-    )
     first = n.args[0] if n.args else None
-    passed_module_state = isinstance(first, ast.Name) and first.id in shared
-    if (callee in MUTATORS and on_module_state) or (
-        callee in MUTATING_FUNCTIONS and passed_module_state
+    if (callee in MUTATORS and is_state(receiver)) or (
+        callee in MUTATING_FUNCTIONS and is_state(first)
     ):
-        return Rejection(
-            "stateful", f"`{ast.unparse(n)}` in `{fn.name}` mutates module-level state", n.lineno
-        )
+        return ast.unparse(n), "mutates module-level state"
+    return None
+
+
+def _shared_defaults(tree: ast.Module, original: ast.Module) -> Rejection | None:
+    """A default that may be a container shared by every call (checked after the import-time
+    rule, which tells a default that runs code at import for what it is)."""
+    orig_dump = ast.dump(original)
+    for fn in ast.walk(tree):
+        if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+            found = _mutable_default(fn, orig_dump)
+            if found:
+                return found
     return None
 
 
@@ -507,14 +541,10 @@ def _stateful(tree: ast.Module, original: ast.Module) -> Rejection | None:
     for fn in ast.walk(tree):
         if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
             continue
-        found = _mutable_default(fn, orig_dump)
-        if found:
-            return found
-        if isinstance(fn, ast.Lambda):
-            continue
-        found = _cache_decorator(fn, orig_dump)
-        if found:
-            return found
+        if not isinstance(fn, ast.Lambda):
+            found = _cache_decorator(fn, orig_dump)
+            if found:
+                return found
         module_names = _aliases_of(fn, _module_names(tree), variables, getters, imported)
         for n in ast.walk(fn):
             found = _state_write(fn, n, module_names, orig_dump, module_names - imported)
@@ -576,7 +606,7 @@ def static_gate(task: Task, original_source: str, candidate_source: str) -> Reje
     stateful = _stateful(tree, original) or _string_annotations(tree, original)
     if stateful is not None:
         return stateful
-    at_import = _runs_at_import(tree, original)
+    at_import = _runs_at_import(tree, original) or _shared_defaults(tree, original)
     if at_import is not None:
         return at_import
 

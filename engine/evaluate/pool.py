@@ -29,7 +29,7 @@ import msgspec
 
 from .. import protocol as m
 from ..api import facts
-from ..api.secrets import clean_environment, scrub, scrub_struct
+from ..api.secrets import scrub, scrub_struct, worker_environment
 from . import sandbox
 
 STARTUP_TIMEOUT_S = 180.0  # importing torch + triton on a cold 2-core machine
@@ -76,7 +76,7 @@ def fatal(answer) -> bool:
 def scrubbed_env(device: str) -> dict[str, str]:
     """The worker's environment: no API keys, tokens or credentials; one device visible."""
     device = base_device(device)
-    env = clean_environment()
+    env = worker_environment()
     env["PYTHONUNBUFFERED"] = "1"
     env["PYTHONDONTWRITEBYTECODE"] = "1"
     # A reference under torch.compile compiles inside the worker: no pool of Inductor processes

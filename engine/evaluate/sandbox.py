@@ -93,7 +93,19 @@ SOCKET_DIRS = ("/tmp", "/var/tmp", "/run", "/var/run")
 # What a workspace holds that its kernels never need and that may hold secrets or verdicts: the
 # repository (remotes with tokens, history), KernelBrain's own store, dotenv files. Hidden in
 # each folder from a task's file up to its repository's root.
-HIDDEN_WORKSPACE_DIRS = (".git", ".hg", ".svn")
+HIDDEN_WORKSPACE_DIRS = (
+    ".git",
+    ".hg",
+    ".svn",
+    # credential folders, wherever they sit (a workspace that holds a home's dotfiles)
+    ".ssh",
+    ".aws",
+    ".azure",
+    ".gnupg",
+    ".kube",
+    ".docker",
+    ".password-store",
+)
 HIDDEN_WORKSPACE_FILES = (".env", ".envrc", ".netrc", ".git-credentials", ".pypirc")
 # Secret-looking names hidden anywhere below the workspace root, not only beside the kernel:
 # `config/.env`, `prod.env`, keys and certificates, cloud credentials.
@@ -130,6 +142,15 @@ SECRET_NAME_PATTERNS = (  # matched against the lower-cased name
     "id_ecdsa*",
     "id_ed25519*",
     "id_xmss*",
+    # configurations that hold passwords and tokens under plain names
+    ".my.cnf",
+    ".s3cfg",
+    ".boto",
+    ".dockercfg",
+    "*.tfstate",
+    "*.tfstate.backup",
+    ".yarnrc.yml",
+    "rclone.conf",
 )
 # Token files (`hf_token.txt`, `github-token`, `api.token`; not `tokenizer.json` nor
 # `input_tokens.npy`), but no source file: a module named `token_utils.py` is code.
@@ -240,6 +261,27 @@ def masked_home() -> Path | None:
     """The real home folder, which the sandbox shows empty (None where there is none to mask)."""
     home = Path(os.path.expanduser("~")).resolve()
     return home if str(home) not in ("/", "") and home.is_dir() else None
+
+
+def all_homes() -> list[Path]:
+    """Every home the sandbox shows empty, outermost first: HOME's, this user's by the
+    password database (a tool may set HOME elsewhere), and the machine's other homes (`/home`,
+    `/root`: running as root, every user's home is readable)."""
+    found: list[Path] = []
+    candidates = [masked_home(), Path("/home"), Path("/root")]
+    try:
+        import pwd
+
+        candidates.append(Path(pwd.getpwuid(os.getuid()).pw_dir))
+    except (ImportError, KeyError):
+        pass
+    for c in candidates:
+        if c is None:
+            continue
+        real = c.resolve()
+        if str(real) not in ("/", "") and real.is_dir() and real not in found:
+            found.append(real)
+    return sorted(found, key=lambda p: len(p.parts))
 
 
 def workspace_root(file: str) -> str:
@@ -402,8 +444,7 @@ def _bwrap_argv(
             argv += ["--tmpfs", folder]
             for path in _needed_under(folder, workspace_files):
                 argv += ["--ro-bind", path, path]
-    home = masked_home()
-    if home is not None:
+    for home in all_homes():
         argv += ["--size", str(HOME_QUOTA_BYTES), "--tmpfs", str(home)]
         needed = _needed_under(home, workspace_files)
         for path in needed:

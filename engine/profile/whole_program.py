@@ -17,7 +17,7 @@ from pathlib import Path
 
 import msgspec
 
-from ..api.secrets import clean_environment
+from ..api.secrets import worker_environment
 from ..evaluate import sandbox
 from ..index import build_index
 from ..index.files import iter_python_files
@@ -68,7 +68,7 @@ def run_profile(
         unsandboxed = sandbox.notice()
         if unsandboxed:
             sys.stderr.write(f"kernelbrain: {unsandboxed}\n")
-        env = clean_environment()
+        env = worker_environment()
         env["PYTHONUNBUFFERED"] = "1"
         # its own Triton cache, gone with the scratch folder: never the user's, which every
         # Triton process trusts (see `pool.private_triton_cache`)

@@ -51,6 +51,20 @@ from .task_modules import TaskModules, load_modules
 BATCH_BYTES = 64 << 20
 
 
+def compared_nothing(stages, cases: list[CaseResult]) -> HarnessFailure | None:
+    """A run of the value stages whose comparisons held no element: a verification that
+    compares nothing is a harness error, never a pass."""
+    if not {"smoke", "sweep"} & set(stages) or any(c.elements for c in cases):
+        return None
+    return HarnessFailure(
+        "harness-error",
+        "no element of any result was compared: the entry returns nothing and writes no "
+        "argument the reference accounts for (or the reference returns nothing). Have the "
+        "reference return or write what the launcher produces; results in arguments are "
+        "named with the task's `outputs` (docs/harness.md)",
+    )
+
+
 class Harness:
     """One candidate (or the original) against its task, on one device.
 
@@ -313,7 +327,7 @@ class Harness:
                         jit_seconds=CLOCK.seconds - jit0,
                     )
                 )
-        empty = self.compared_nothing()
+        empty = compared_nothing(self.req.stages, self.cases)
         if empty is not None:
             return self._failed(self.stage_results[-1].name, empty), False
         passed = ", ".join(f"{s.name} ({s.cases})" for s in self.stage_results)
@@ -327,19 +341,6 @@ class Harness:
             output_bytes=self.output_bytes,
             notes=list(self.oracle.notes) + self.skipped.notes() + unchecked(self.req),
         ), False
-
-    def compared_nothing(self) -> HarnessFailure | None:
-        """A run of the value stages whose comparisons held no element: a verification that
-        compares nothing is a harness error, never a pass."""
-        if not {"smoke", "sweep"} & set(self.req.stages) or any(c.elements for c in self.cases):
-            return None
-        return HarnessFailure(
-            "harness-error",
-            "no element of any result was compared: the entry returns nothing and writes no "
-            "argument the reference accounts for (or the reference returns nothing). Have the "
-            "reference return or write what the launcher produces; results in arguments are "
-            "named with the task's `outputs` (docs/harness.md)",
-        )
 
     def _failed(self, stage: str, f: HarnessFailure) -> HarnessResult:
         self.stage_results.append(StageResult(stage, False, message=f.message))

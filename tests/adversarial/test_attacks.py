@@ -226,10 +226,17 @@ def test_environment_of_workers_holds_no_secret(monkeypatch):
     """The worker's own environment is clean even when the engine's holds keys."""
     monkeypatch.setenv("OPENAI_API_KEY", SENTINEL)
     monkeypatch.setenv("MY_SERVICE_TOKEN", SENTINEL)
+    # secrets under names no pattern knows (a red team read these from /proc/self/environ)
+    monkeypatch.setenv("DATABASE_URL", f"postgres://admin:{SENTINEL}@db:5432/prod")
+    monkeypatch.setenv("MYSQL_PWD", SENTINEL)
+    monkeypatch.setenv("GH_PAT", SENTINEL)
+    monkeypatch.setenv("SENTRY_DSN", f"https://{SENTINEL}@sentry.example/1")
+    monkeypatch.setenv("TRITON_PRINT_AUTOTUNING", "1")  # a toolchain's own setting passes
     env = scrubbed_env("cpu")
     assert SENTINEL in os.environ["OPENAI_API_KEY"]
     assert SENTINEL not in "".join(env.values())
     assert "OPENAI_API_KEY" not in env and "MY_SERVICE_TOKEN" not in env
+    assert env["TRITON_PRINT_AUTOTUNING"] == "1" and "PATH" in env
 
 
 def test_a_missing_sandbox_is_said_plainly():
@@ -531,7 +538,29 @@ RED_TEAM_GATE_6 = {
     ),
     "a walrus": at_top("KB_MEMO = dict()", launcher=("(kb_m := [KB_MEMO][0])[id(x)] = x",)),
 }
-ALL_GATE = RED_TEAM_GATE | RED_TEAM_GATE_4 | RED_TEAM_GATE_5 | RED_TEAM_GATE_6
+# The second red team's counters (a time bomb after N calls): containers built in a default,
+# mutating methods the list lacked, a module-level lambda, a mutating function on an expression.
+RED_TEAM_GATE_7 = {
+    "a default built by subscript": at_top(
+        "def kb_count(box=[[]][0]):", "    box.append(0)", launcher=("kb_count()",)
+    ),
+    "a default built by a call": at_top(
+        "def kb_count(box=tuple([[]])):", "    box[0].append(0)", launcher=("kb_count()",)
+    ),
+    "a set grown by symmetric_difference_update": at_top(
+        "KB_SEEN = {-1}", launcher=("KB_SEEN.symmetric_difference_update({len(KB_SEEN)})",)
+    ),
+    "a list sorted in place": at_top("KB_SEEN = [1]", launcher=("KB_SEEN.sort()",)),
+    "a module-level lambda": at_top(
+        "KB_CALLS = []", "kb_tick = lambda: KB_CALLS.append(0)", launcher=("kb_tick()",)
+    ),
+    "operator.setitem on an expression": at_top(
+        "import operator",
+        "KB_M = dict()",
+        launcher=("operator.setitem((KB_M, 0)[0], 'n', 1)",),
+    ),
+}
+ALL_GATE = RED_TEAM_GATE | RED_TEAM_GATE_4 | RED_TEAM_GATE_5 | RED_TEAM_GATE_6 | RED_TEAM_GATE_7
 
 
 @pytest.mark.parametrize("name", sorted(ALL_GATE))
@@ -542,7 +571,7 @@ def test_red_team_routes_through_the_gate_are_closed(name):
     task = find_task(BASE, "softmax_kernel")
     rejection = static_gate(task, SOURCE, ALL_GATE[name])
     assert rejection is not None, name
-    if name in RED_TEAM_GATE_6:
+    if name in RED_TEAM_GATE_6 or name in RED_TEAM_GATE_7:
         assert rejection.reason == "stateful", rejection
     assert rejection.reason in (
         "forbidden-attribute",

@@ -115,6 +115,10 @@ def test_a_candidate_reads_no_secret_of_the_workspace(tmp_path):
     (root / "ops").mkdir()
     for name in ("hf_token.txt", "service-account.json", "ops/id_dsa", "ops/.vault-token"):
         (root / name).write_text(f"{SECRET}\n")
+    # configurations with passwords under plain names, credential folders of a home's dotfiles
+    for name in (".my.cnf", ".s3cfg", "infra/terraform.tfstate", ".kube/config", ".docker/x.json"):
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_text(f"{SECRET}\n")
     (ws / ".python_history").write_text(f"login('{SECRET}')\n")
     (ws / ".kernelbrain").mkdir()
     (ws / ".kernelbrain" / "kernelbrain.db").write_text(SECRET)
