@@ -23,6 +23,7 @@ from .api.facts import (
     CompileResult,
     HarnessResult,
     LaunchRecord,
+    LoweringResult,
     SpecializeResult,
     TimingResult,
     TimingResults,
@@ -83,6 +84,16 @@ class Specialize(msgspec.Struct, tag="specialize"):
     candidate: str | None = None
     seed: int = 0
     stages: list[str] = []
+
+
+class LowerReference(msgspec.Struct, tag="lower"):
+    """torch.compile the task's reference on each case (the benchmark cases on a GPU, the small
+    inputs on the CPU) and send back what Inductor wrote. The judge serves it: the reference is
+    workspace code, and the judge is where it already runs."""
+
+    task: Task
+    seed: int = 0
+    modes: list[str] = msgspec.field(default_factory=lambda: ["default"])
 
 
 class Compile(msgspec.Struct, tag="compile"):
@@ -198,6 +209,7 @@ Request = Union[
     Bench,
     MeasureCeilings,
     Specialize,
+    LowerReference,
     Compile,
     RunCandidate,
     CandidateRuns,
@@ -230,6 +242,7 @@ Answer = Union[
     BenchResult,
     Ceilings,
     SpecializeResult,
+    LoweringResult,
     CompileResult,
     WorkerError,
 ]
@@ -245,6 +258,7 @@ ANSWERS = {
     Bench: (BenchResult,),
     MeasureCeilings: (Ceilings,),
     Specialize: (SpecializeResult,),
+    LowerReference: (LoweringResult,),
     Compile: (CompileResult,),
 }
 

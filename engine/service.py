@@ -140,6 +140,7 @@ def optimize(
             pool=pool,
             seed=request.seed,
             mutators=request.mutators,
+            lowering=request.lowering,
             on_event=on_event,
             cancel=cancel,
             compile_workers=request.compile_workers,

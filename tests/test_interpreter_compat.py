@@ -49,6 +49,17 @@ def test_bf16_computes_and_rounds_as_pytorch_does(interpreted):
     torch.testing.assert_close(interpreted["bf16_dot"], t["ma"].float() @ t["mb"].float())
 
 
+def test_a_reduction_with_its_own_combine_keeps_order_nans_and_ties(interpreted):
+    """Combined pairwise over whole slices (Inductor's NaN-propagating max took 7.7 s a call one
+    element at a time): the first and last elements, a NaN, the lower index of a tie."""
+    x = compat_kernels.inputs()["rows"]
+    nan_max, first, last, argmax = interpreted["own_combine"].view(4, 4)
+    assert torch.isnan(nan_max[1]) and torch.equal(nan_max[[0, 2, 3]], x[[0, 2, 3]].amax(1))
+    assert torch.equal(first, x[:, 0].nan_to_num(0.0)) or torch.equal(first, x[:, 0])
+    assert torch.equal(last, x[:, -1])
+    assert argmax[2] == 5 and argmax[3] == 0 and argmax[0] == x[0].argmax()
+
+
 def test_round_to_nearest_even():
     values = np.array([1.0 + 2**-8, 1.0 + 3 * 2**-8, -2.5, np.nan, np.inf], dtype=np.float32)
     got = compat.bf16_to_f32(compat.f32_to_bf16(values))

@@ -238,3 +238,25 @@ def test_ctrl_c_while_the_original_is_checked_exits_130_interrupted(examples_cop
     _, err = proc.communicate(timeout=60)
     assert proc.returncode == 130, err[-2000:]
     assert "interrupted" in err and "fails its own harness" not in err, err[-2000:]
+
+
+def test_a_search_with_lowering_starts_from_the_compilers_kernels(tmp_path):
+    """`--lowering` on the CPU: the judge compiles the reference, its kernels enter the ladder
+    as a variant of the user's module and are verified like any other."""
+    ws = tmp_path / "ws"
+    shutil.copytree(EXAMPLES, ws, ignore=shutil.ignore_patterns(".kernelbrain", "__pycache__"))
+    r = optimize(ws, "rmsnorm", "--lowering", "--no-memory", "--max-candidates", "4")
+    assert r.returncode == 0, r.stderr[-2000:]
+    out = json.loads(r.stdout)
+    lowered = [v for v in out["variants"] if v["origin"] == "lowering"]
+    assert lowered and lowered[0]["description"].startswith("torch.compile (default)")
+    assert not [n for n in out["notes"] if "torch.compile" in n], out["notes"]
+    # the user's file is untouched: the variant is offered, not applied
+    assert "inductor_" not in (ws / "ops" / "rmsnorm.py").read_text()
+
+
+def test_lowering_is_on_by_default_on_a_gpu_only():
+    from kernelbrain.engine.search.lowering_step import wanted
+
+    assert wanted(True, None) and not wanted(False, None)
+    assert wanted(False, True) and not wanted(True, False)

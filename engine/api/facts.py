@@ -8,6 +8,8 @@ carries them between processes, and nothing here imports it.
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 import msgspec
 
 STAGES = ("smoke", "sweep", "stability", "determinism", "edge")
@@ -217,3 +219,39 @@ class WorkerError(msgspec.Struct, tag="error"):
     reason: str
     message: str
     traceback: str = ""
+
+
+class KernelConfig(msgspec.Struct):
+    """One launch configuration of a compiler-written kernel: its block sizes and warps."""
+
+    kwargs: dict[str, int]
+    num_warps: int
+    num_stages: int
+
+
+class LoweredCase(msgspec.Struct):
+    """What torch.compile wrote for the reference on one case's arguments.
+
+    `guard`: per positional argument, `["tensor", shape, stride, dtype]` or `["value", repr]`
+    (the compiled code holds for exactly these). `inputs`: the argument position each input of
+    the compiled code comes from. `output_code`: Inductor's Python module for the graph.
+    `configs`: per kernel, the configuration Inductor chose (on a GPU after its own autotuning;
+    on the CPU its first heuristic). `outputs`: `"tensor"` or `"tuple:N"`, how the reference
+    returns what the compiled code returns. `mode`: the torch.compile mode."""
+
+    text_limits: ClassVar[dict] = {"output_code": 400_000}  # a program, scrubbed but whole
+
+    guard: list[list]
+    inputs: list[int]
+    output_code: str
+    configs: dict[str, KernelConfig]
+    outputs: str
+    mode: str = "default"
+
+
+class LoweringResult(msgspec.Struct, tag="lowering_result"):
+    """The reference lowered by torch.compile on each case it could be (`declined`: why not,
+    per case, in the user's words)."""
+
+    cases: list[LoweredCase]
+    declined: list[str] = []

@@ -43,6 +43,9 @@ class OptimizeRequest(msgspec.Struct):
     seed: int = 0
     llm: LLMOptions | None = None  # None: the offline mutators only
     memory: bool | None = None  # the experience memory; None: on unless KERNELBRAIN_MEMORY=off
+    # torch.compile's kernels of the reference as candidates (`search/lowering_step.py`);
+    # None: on a GPU
+    lowering: bool | None = None
     mutators: list[str] | None = None  # None: every offline mutator
     compile_workers: int | None = None  # None: `pool.default_compile_workers()`
     wait: bool = False  # another search of the kernel running: wait for it (else SearchBusy)

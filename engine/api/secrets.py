@@ -205,14 +205,17 @@ def scrub(text: str, limit: int = MESSAGE_LIMIT) -> str:
     return text
 
 
-def scrub_struct(value):
-    """Scrub every string inside a msgspec message, in place (lists and nested structs too)."""
+def scrub_struct(value, limit: int = MESSAGE_LIMIT):
+    """Scrub every string inside a msgspec message, in place (lists and nested structs too).
+    A struct may keep longer text in some fields (`text_limits`, a class attribute: source code
+    a worker sends back), scrubbed all the same."""
     if isinstance(value, str):
-        return scrub(value)
+        return scrub(value, limit)
     if isinstance(value, msgspec.Struct):
+        limits = getattr(type(value), "text_limits", {})
         for field in value.__struct_fields__:
             item = getattr(value, field)
-            cleaned = scrub_struct(item)
+            cleaned = scrub_struct(item, limits.get(field, MESSAGE_LIMIT))
             if cleaned is not item:
                 try:
                     setattr(value, field, cleaned)

@@ -346,6 +346,7 @@ def _cmd_optimize(args: argparse.Namespace) -> int:
         else None,
         wait=args.wait,
         memory=args.memory,
+        lowering=args.lowering,
         started_at=process_started_at(),  # the budget is the wait from the command's start
     )
     outcome = _run_search(request, task, quiet=args.json)

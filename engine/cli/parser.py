@@ -187,6 +187,16 @@ def _optimize(sub, handlers) -> None:
     p.add_argument(
         "--llm-dollars", type=float, default=None, help="LLM dollars this search may spend at most"
     )
+    lowering = p.add_mutually_exclusive_group()
+    lowering.add_argument(
+        "--lowering",
+        action="store_true",
+        default=None,
+        help="start from torch.compile's kernels of the reference (default: on a GPU)",
+    )
+    lowering.add_argument(
+        "--no-lowering", dest="lowering", action="store_false", help="never compile the reference"
+    )
     p.add_argument(
         "--json", action="store_true", help="print the result as JSON (README: optimize --json)"
     )

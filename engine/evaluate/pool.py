@@ -437,7 +437,8 @@ class WorkerPool:
         here to the device's runner, within the harness's time limit."""
         if isinstance(request, m.RunHarness):
             return self._judge(device, request, timeout_s, on_progress)
-        if isinstance(request, m.MeasureCeilings):  # what timings are held to: no candidate near
+        if isinstance(request, (m.MeasureCeilings, m.LowerReference)):
+            # what timings are held to, and the reference compiled: no candidate near
             return self._call(JUDGE_PREFIX + device, request, timeout_s, on_progress)
         return self._call(device, request, timeout_s, on_progress)
 

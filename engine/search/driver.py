@@ -34,6 +34,7 @@ from .evaluation import Estimator, Evaluator, Timer, WorkerTimer
 from .experience import Experience
 from .ledger import Ledger
 from .llm_step import LLMStep
+from .lowering_step import LoweringStep
 from .meter import CANCELLED, Meter, Stop, StopKind
 from .node import ORIGINAL, Node
 from .population import Population
@@ -66,13 +67,15 @@ class Search:
         exhaustive: bool = False,
         llm: LLMMutator | None = None,
         memory: Memory | None = None,
+        lowering: bool | None = None,
     ):
         """`estimator` (default: the cost model on `device_model`) ranks compiled candidates and
         stands in for timing without a GPU; `timer` (default: the GPU worker) runs the A/Bs;
         `ceilings` (the device's, measured by the judge) set the floor every timing is held to;
         `llm` (none: offline) proposes rewrites beside the offline mutators; `memory` (none:
         no experience) sizes each mutator's share by what paid on similar kernels before, and
-        learns what paid here."""
+        learns what paid here; `lowering` (None: on a GPU) starts from torch.compile's kernels
+        of the reference."""
         self.task, self.device, self.seed, self.pool = task, device, seed, pool
         self.gpu = is_gpu(device)
         self.dev = device_model or DeviceModel()
@@ -122,6 +125,7 @@ class Search:
         )
         self.llm = llm
         self.llm_step = LLMStep(llm, task, seed, self.ledger.notes) if llm is not None else None
+        self.lowering = LoweringStep.if_wanted(lowering, task, self.original, seed, self.gpu)
 
     def baseline(self) -> None:
         """The original through its whole harness and timing (`start.check_original`)."""
@@ -214,6 +218,13 @@ class Search:
         expanded by the first generation like any other variant. Mixed into the first generation,
         they would wait for its compile rung and the memory would save nothing (BENCHMARKS.md,
         memory)."""
+        if self.lowering is not None:
+            self._emit("rung", "torch.compile of the reference: its kernels as candidates")
+            lowered = self.lowering.nodes(
+                self.evaluator.call, self.device, self.meter, self.ledger.notes
+            )
+            if lowered:
+                self.ladder.generation(lowered)
         replayed = self.experience.replays(set(self.population.nodes), self.llm_step)
         if replayed:
             self._emit("rung", "replaying what won on similar kernels")

@@ -104,7 +104,9 @@ def _serve(device: str, rfd: int, wfd: int) -> None:
         fatal = False
         imports = watch.imports if watch is not None else 0
         try:
-            if judge and not isinstance(req, (m.Ping, m.RunHarness, m.MeasureCeilings)):
+            if judge and not isinstance(
+                req, (m.Ping, m.RunHarness, m.MeasureCeilings, m.LowerReference)
+            ):
                 answer = facts.WorkerError(
                     "bad-request",
                     f"the judge runs harnesses and ceilings only, not {type(req).__name__}",
@@ -119,6 +121,8 @@ def _serve(device: str, rfd: int, wfd: int) -> None:
                 answer, fatal = serve_run_candidate(req, dev, loader, progress)
             elif isinstance(req, m.Specialize):
                 answer = _specialize(req, dev, loader, progress)
+            elif isinstance(req, m.LowerReference):
+                answer = _lower(req, dev, loader, progress)
             elif isinstance(req, m.Compile):
                 from .compiled import compile_launches
 
@@ -231,6 +235,23 @@ def _specialize(req, dev, loader, progress):
 
 
 _DRAWN: dict = {}
+
+
+def _lower(req, dev, loader, progress):
+    """torch.compile of the reference on the cases a search times (the small inputs off a GPU,
+    where the benchmark cases never run)."""
+    from .. import protocol as m
+    from .cases import stage_seed
+    from .harness import Harness
+    from .lowering import lower_cases
+
+    h = Harness(m.RunHarness(req.task, None, seed=req.seed), dev, loader, progress)
+    h.load()
+    small = h.interpreter and h.inputs.small_fn is not None
+    fn = h.inputs.small_fn if small else h.inputs.inputs_fn
+    cases = h.inputs.draw(fn, stage_seed(req.seed, "timing"), "small_inputs" if small else "inputs")
+    progress("lower", f"torch.compile of the reference on {len(cases)} case(s)")
+    return lower_cases(h.modules.reference, cases, tuple(req.modes))
 
 
 def _time(req, dev, loader, progress):

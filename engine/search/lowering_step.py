@@ -1,0 +1,92 @@
+"""torch.compile's own kernels as candidates: the compiler the user already has is where a
+search starts, not what it is compared with afterwards.
+
+Before the first generation the judge compiles the task's reference (`LowerReference`: on a GPU
+the benchmark cases, in each mode of `MODES`; on the CPU the small inputs, default mode) and the
+transplant (`mutate/lowering`) writes each mode's kernels into the user's module behind a guard
+on the arguments they were compiled for. Each such variant goes up the ladder alone, like the
+memory's replays, and the generations expand it like any other: the configuration mutators
+retune its kernels, the end game's dispatch may combine it per shape with the user's kernel.
+
+It runs where the request says (`OptimizeRequest.lowering`), by default on a GPU only: on the
+CPU, compiling the reference costs seconds per case and tells the user nothing about speed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from .. import protocol as m
+from ..api import facts
+from ..evaluate.candidate import candidate_id
+from ..evaluate.pool import WorkerDied
+from ..mutate.lowering.output_code import NotTranslated
+from ..mutate.lowering.transplant import transplant
+from .meter import Meter
+from .node import ORIGINAL, Node
+
+NAME = "lowering"
+GPU_MODES = ("default", "max-autotune-no-cudagraphs")
+# The share of the search's time the compiler may take: max-autotune on the benchmark cases
+# benchmarks its own configurations, and a search that spends its budget there finds nothing
+# else.
+SHARE_OF_BUDGET = 1 / 3
+MIN_CALL_S = 5.0
+
+
+def wanted(gpu: bool, asked: bool | None) -> bool:
+    """Whether a search lowers its reference (see the module's docstring)."""
+    return gpu if asked is None else asked
+
+
+class LoweringStep:
+    def __init__(self, task, original: str, seed: int, gpu: bool):
+        self.task, self.original, self.seed, self.gpu = task, original, seed, gpu
+
+    @classmethod
+    def if_wanted(cls, asked: bool | None, task, original: str, seed: int, gpu: bool):
+        """The step, where the request wants it (`wanted`); else None."""
+        return cls(task, original, seed, gpu) if wanted(gpu, asked) else None
+
+    def nodes(self, call: Callable, device: str, meter: Meter, notes: list[str]) -> list[Node]:
+        """One node per torch.compile mode whose kernels the transplant could write; what
+        stopped the others goes into `notes`."""
+        modes = list(GPU_MODES if self.gpu else GPU_MODES[:1])
+        deadline = meter.tick().wall_s + SHARE_OF_BUDGET * meter.left_s()
+        cases: list[facts.LoweredCase] = []
+        for mode in modes:  # one call each: max-autotune's tuning may not fit, default's does
+            timeout = deadline - meter.tick().wall_s
+            if timeout < MIN_CALL_S:
+                notes.append(f"torch.compile ({mode}) of the reference: no time left for it")
+                break
+            try:
+                answer = call(device, m.LowerReference(self.task, self.seed, [mode]), timeout)
+            except WorkerDied as died:
+                notes.append(f"torch.compile ({mode}) of the reference stopped: {died.message}")
+                break
+            if isinstance(answer, facts.WorkerError):
+                notes.append(f"torch.compile ({mode}) of the reference failed: {answer.message}")
+                continue
+            cases += answer.cases
+            notes.extend(f"torch.compile's kernels not offered ({why})" for why in answer.declined)
+        out, seen = [], set()
+        for mode in modes:
+            of_mode = [c for c in cases if c.mode == mode]
+            if not of_mode:
+                continue
+            try:
+                source = transplant(self.original, self.task.entry, of_mode)
+            except NotTranslated as why:
+                notes.append(f"torch.compile's kernels ({mode}) not offered: {why}")
+                continue
+            cid = candidate_id(source)
+            if cid in seen:
+                continue
+            seen.add(cid)
+            description = (
+                f"torch.compile ({mode}) of the reference: its Triton kernels, written into this "
+                f"module for the {len(of_mode)} case shape(s) they were compiled for; your kernel "
+                "elsewhere"
+            )
+            out.append(Node(cid, source, NAME, description, ORIGINAL, t=meter.tick().wall_s))
+        return out
