@@ -161,3 +161,42 @@ def test_the_dispatch_keeps_the_entrys_signature_and_falls_back_to_the_users_lau
     assert "def gelu(x: torch.Tensor) -> torch.Tensor:" in text
     assert text.rstrip().endswith("return _gelu_yours(x)")
     assert "inductor_poi_0_case0[triton.cdiv(64, 64),](x, buf0, 64, XBLOCK=64" in text
+
+
+TEMPLATE_CODE = '''
+triton_tem_fused_mm_0 = async_compile.triton('triton_tem_fused_mm_0', """
+import triton
+import triton.language as tl
+@triton_heuristics.template(num_stages=3, num_warps=4, inductor_meta={'grid_type': 'FixedGrid', 'fixed_grid': ['_grid_0', '_grid_1', '_grid_2']})
+@triton.jit
+def triton_tem_fused_mm_0(arg_A, arg_B, out_ptr0):
+    BLOCK_M : tl.constexpr = 16
+    pid = tl.program_id(0)
+    offs = pid * BLOCK_M + tl.arange(0, BLOCK_M)
+    tl.store(out_ptr0 + offs, tl.load(arg_A + offs) * tl.load(arg_B + offs))
+""", device_str='cuda')
+
+class Runner:
+    def call(self, args):
+        arg0_1, arg1_1 = args
+        args.clear()
+        buf0 = empty_strided_cuda((64, ), (1, ), torch.float32)
+        triton_tem_fused_mm_0.run(arg0_1, arg1_1, buf0, 4, 1, 1, stream=stream0)
+        return (buf0, )
+'''
+
+
+def test_a_template_kernel_is_launched_on_the_grid_it_was_given():
+    """A max-autotune matmul's kernel is a template: no numel arguments, its grid passed as the
+    launcher's last three arguments (FixedGrid)."""
+    task, original = example("matmul")
+    case = facts.LoweredCase(
+        guard=[["tensor", [64], [1], "torch.float32"], ["tensor", [64], [1], "torch.float32"]],
+        inputs=[0, 1],
+        output_code=TEMPLATE_CODE,
+        configs={"triton_tem_fused_mm_0": facts.KernelConfig({}, 4, 3)},
+        outputs="tensor",
+    )
+    source = transplant(original, task.entry, [case])
+    assert "inductor_tem_fused_mm_0_case0[4, 1, 1](a, b, buf0, num_warps=4, num_stages=3)" in source
+    assert static_gate(task, original, source) is None

@@ -34,20 +34,28 @@ def _launch(
     """`k.run(a, b, n, stream=s)` → `k[grid](a, b, n, XBLOCK=…, num_warps=…)`."""
     if config is None:
         raise NotTranslated(f"no configuration was recorded for `{kernel.name}`")
-    dims = GRID_DIMENSIONS.get(kernel.grid_type)
-    if dims is None:
-        raise NotTranslated(f"kernel `{kernel.name}` uses a {kernel.grid_type} grid")
     args = list(call.args)
-    if len(args) > len(kernel.params):
-        raise NotTranslated(f"`{kernel.name}` is launched with more arguments than it takes")
-    by_param = dict(zip(kernel.params, args))
-    grid = []
-    for d in dims:
-        numel = by_param.get(f"{d}numel")
-        if numel is None:
-            raise NotTranslated(f"`{kernel.name}` has no {d}numel to size its grid")
-        block = config.kwargs.get(f"{d.upper()}BLOCK", 1)
-        grid.append(f"triton.cdiv({ast.unparse(numel)}, {block})")
+    runtime = [p for p in kernel.params if p not in config.kwargs]
+    if kernel.grid_type == "FixedGrid":
+        # templates (a max-autotune matmul): the grid comes as three launcher arguments
+        if len(args) != len(runtime) + 3:
+            raise NotTranslated(f"`{kernel.name}` is launched without its fixed grid")
+        grid = [ast.unparse(a) for a in args[-3:]]
+        args = args[:-3]
+    else:
+        dims = GRID_DIMENSIONS.get(kernel.grid_type)
+        if dims is None:
+            raise NotTranslated(f"kernel `{kernel.name}` uses a {kernel.grid_type} grid")
+        if len(args) > len(runtime):
+            raise NotTranslated(f"`{kernel.name}` is launched with more arguments than it takes")
+        by_param = dict(zip(runtime, args))
+        grid = []
+        for d in dims:
+            numel = by_param.get(f"{d}numel")
+            if numel is None:
+                raise NotTranslated(f"`{kernel.name}` has no {d}numel to size its grid")
+            block = config.kwargs.get(f"{d.upper()}BLOCK", 1)
+            grid.append(f"triton.cdiv({ast.unparse(numel)}, {block})")
     grid_text = "(" + ", ".join(grid) + ("," if len(grid) == 1 else "") + ")"
     options = [f"{k}={v}" for k, v in config.kwargs.items() if k in kernel.params]
     options += [f"num_warps={config.num_warps}", f"num_stages={config.num_stages}"]
