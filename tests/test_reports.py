@@ -100,4 +100,41 @@ def test_html_report_tables_and_roofline_labels():
     # The roofline numbers its cases (listed under it) instead of writing labels onto the plot.
     roofline = page[page.index("Roofline position") :]
     assert "16384x4096" not in roofline.split("</svg>")[0]
-    assert all(f"<li>{label}</li>" in page for label in LABELS)
+    assert all(f"<li>{label}: yours 100.0 µs</li>" in page for label in LABELS)
+
+
+def test_torch_compile_stands_beside_the_original_where_it_was_measured():
+    """A GPU search that lowered the reference times torch.compile per case: the terminal says
+    where the compiler stands against the original, and each variant against the compiler."""
+    import msgspec
+
+    result = _result()
+    result.baseline = [
+        BaselineCase(
+            label, 100.0, True, compile_us={"default": us, "max-autotune-no-cudagraphs": m}
+        )
+        for label, us, m in zip(LABELS, [50.0, 80.0, 200.0], [40.0, 90.0, 210.0])
+    ]
+    buf = io.StringIO()
+    print_search(result, Console(file=buf, width=200, highlight=False, soft_wrap=True))
+    text = buf.getvalue()
+    assert (
+        "x: 16384x4096 bf16: 40.0 µs (max-autotune-no-cudagraphs), 2.50x faster than yours" in text
+    )
+    assert "x: 1024x32768 bf16: 200.0 µs (default), 2.00x slower" in text
+    # the winner: 50, 66.7, 55.6 µs against 40, 80, 200: geomean (0.8 * 1.2 * 3.6) ** (1/3)
+    row = next(line for line in text.splitlines() if "winner0001" in line)
+    assert "vs torch.compile" in text and f"{(0.8 * 1.2 * 3.6) ** (1 / 3):.2f}x" in row
+    # --json keeps the figures per mode
+    back = msgspec.json.decode(msgspec.json.encode(result), type=SearchResult)
+    assert back.baseline[0].compile_us == {"default": 50.0, "max-autotune-no-cudagraphs": 40.0}
+    # the report: the column, each case's compiler time, and the compiler in the per-case plot
+    page = render(result)
+    assert "<th>vs torch.compile</th>" in page and "torch.compile 40.0 µs" in page
+    assert page.count("torch.compile") >= 5
+
+
+def test_without_torch_compile_figures_the_terminal_says_nothing_of_it():
+    buf = io.StringIO()
+    print_search(_result(), Console(file=buf, width=200, highlight=False, soft_wrap=True))
+    assert "torch.compile" not in buf.getvalue() and "torch.compile" not in render(_result())

@@ -247,6 +247,7 @@ class LoweredCase(msgspec.Struct):
     configs: dict[str, KernelConfig]
     outputs: str
     mode: str = "default"
+    case: int = 0  # which of the cases asked for
 
 
 class LoweringResult(msgspec.Struct, tag="lowering_result"):
@@ -255,3 +256,6 @@ class LoweringResult(msgspec.Struct, tag="lowering_result"):
 
     cases: list[LoweredCase]
     declined: list[str] = []
+    # torch.compile of the reference, µs per case (in the order asked), per mode; on a GPU only,
+    # and where it compiled (None elsewhere): what a user's compiler gives them for free
+    compile_us: dict[str, list[float | None]] = {}

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import msgspec
 
 from .budget import Budget, Spent
@@ -38,6 +40,13 @@ class BaselineCase(msgspec.Struct):
     label: str
     time_us: float
     measured: bool
+    # torch.compile of the task's reference on this case, µs per mode (`default`,
+    # `max-autotune-no-cudagraphs`): measured on a GPU where the search lowered the reference
+    compile_us: dict[str, float] = {}
+
+    def compiled_best_us(self) -> float | None:
+        """The faster torch.compile mode's time, where one was measured."""
+        return min(self.compile_us.values()) if self.compile_us else None
 
 
 class TrajectoryPoint(msgspec.Struct):
@@ -121,3 +130,15 @@ def is_win(v: Variant) -> bool:
     if v.measured:
         return v.speedup > 1.0 and any(c.verdict == "faster" for c in v.per_case)
     return v.speedup > 1.0 + ESTIMATE_WIN_MARGIN
+
+
+def against_compiler(result: SearchResult, variant: Variant) -> float | None:
+    """How many times faster than torch.compile of the reference (its faster mode) `variant`
+    is, geometric mean over the cases; None where torch.compile was not measured on every case."""
+    compiled = {c.label: c.compiled_best_us() for c in result.baseline}
+    ratios = []
+    for c in variant.per_case:
+        if compiled.get(c.label) is None or not c.value_us:
+            return None
+        ratios.append(compiled[c.label] / c.value_us)
+    return math.exp(sum(math.log(r) for r in ratios) / len(ratios)) if ratios else None

@@ -10,7 +10,7 @@ import html
 import io
 
 from ..api.results import SearchResult, is_win
-from .report_text import busy_words
+from .report_text import against_compiler, busy_words
 
 OUTCOME_COLOURS = {
     "verified": "#2a9d3f",
@@ -97,11 +97,18 @@ def per_case_plot(result: SearchResult, top: int = 4) -> str:
             label=f"{v.id[:8]} {v.origin[:30]}",
         )
     ax.axhline(1.0, c="#444", lw=0.8, ls=":")
+    compiled = [
+        (i + 0.4 - width / 2, b.time_us / b.compiled_best_us())
+        for i, b in enumerate(result.baseline)
+        if b.compiled_best_us()
+    ]
+    if compiled:  # where the compiler stands: the speedup torch.compile gives over yours
+        ax.scatter(*zip(*compiled), marker="_", s=900, c="#d62728", label="torch.compile", zorder=3)
     ax.set_xticks([i + 0.4 - width / 2 for i in range(len(labels))])
     ax.set_xticklabels([l[:28] for l in labels], fontsize=7, rotation=10)
     ax.set_ylabel("speedup" + ("" if result.measured else " (estimated)"))
     ax.set_title("Per-case speedup of the best variants")
-    if variants:
+    if variants or compiled:
         ax.legend(fontsize=7)
     return _svg(fig)
 
@@ -186,15 +193,27 @@ def render(result: SearchResult) -> str:
     wins = [v for v in result.variants if is_win(v)]
     others = [v for v in result.variants if not is_win(v)]
 
+    with_compiler = any(b.compile_us for b in result.baseline)
+
+    def vs_compiler(v) -> str:
+        if not with_compiler:
+            return ""
+        x = against_compiler(result, v)
+        return f"<td>{x:.2f}x</td>" if x is not None else "<td>–</td>"
+
     def rows(variants) -> str:
         return "".join(
             f"<tr><td><code>{esc(v.id)}</code></td><td>{esc(v.origin)}</td>"
-            f"<td>{v.speedup:.2f}x</td><td>{'measured' if v.measured else 'estimate'}</td>"
+            f"<td>{v.speedup:.2f}x</td>{vs_compiler(v)}<td>{'measured' if v.measured else 'estimate'}</td>"
             f"<td>{esc(v.description)}</td></tr>"
             for v in variants
         )
 
-    head = "<tr><th>id</th><th>made by</th><th>speedup</th><th>kind</th><th>what changed</th></tr>"
+    head = (
+        "<tr><th>id</th><th>made by</th><th>speedup</th>"
+        + ("<th>vs torch.compile</th>" if with_compiler else "")
+        + "<th>kind</th><th>what changed</th></tr>"
+    )
     wins_html = (
         f"<table>{head}{rows(wins)}</table>"
         if wins
@@ -218,7 +237,17 @@ def render(result: SearchResult) -> str:
     )
     cases_html = (
         "<ol class='cases'>"
-        + "".join(f"<li>{esc(b.label)}</li>" for b in result.baseline)
+        + "".join(
+            f"<li>{esc(b.label)}: yours {b.time_us:.1f} µs"
+            + (
+                f"; torch.compile {b.compiled_best_us():.1f} µs "
+                f"({esc(min(b.compile_us, key=b.compile_us.get))})"
+                if b.compile_us
+                else ""
+            )
+            + "</li>"
+            for b in result.baseline
+        )
         + "</ol>"
     )
     details = "".join(

@@ -7,6 +7,8 @@ from rich.markdown import Markdown
 from rich.markup import escape
 from rich.table import Table
 
+from ..api.results import against_compiler
+
 console = Console(highlight=False, soft_wrap=True)
 
 
@@ -164,24 +166,39 @@ def counts_table(counts) -> Table:
 
 def _variant_table(result, variants) -> Table:
     labels = [c.label for c in variants[0].per_case] if variants else []
+    compiled = [against_compiler(result, v) for v in variants]
+    columns = ["variant", "made by", "speedup"]
+    columns += ["vs torch.compile"] if any(x is not None for x in compiled) else []
     t = Table(
-        "variant",
-        "made by",
-        "speedup",
+        *columns,
         "per case: " + escape(", ".join(labels)) if labels else "per case",
         "kind",
         caption="* the best: the one `apply` takes" if result.best else None,
         caption_justify="left",
     )
-    for v in variants:
-        t.add_row(
-            v.id[:10] + (" *" if v.id == result.best else ""),
-            escape(v.origin[:40]),
-            f"{v.speedup:.2f}x",
-            " ".join(f"{c.speedup:.2f}" for c in v.per_case),
-            "measured" if v.measured else "estimate",
-        )
+    for v, vs in zip(variants, compiled):
+        row = [v.id[:10] + (" *" if v.id == result.best else ""), escape(v.origin[:40])]
+        row += [f"{v.speedup:.2f}x"]
+        row += [f"{vs:.2f}x" if vs is not None else "–"] if len(columns) == 4 else []
+        row += [" ".join(f"{c.speedup:.2f}" for c in v.per_case)]
+        t.add_row(*row, "measured" if v.measured else "estimate")
     return t
+
+
+def compiler_line(result) -> str | None:
+    """torch.compile's time beside the original's, per case, where it was measured."""
+    parts = []
+    for c in result.baseline:
+        best = c.compiled_best_us()
+        if best is None:
+            continue
+        mode = min(c.compile_us, key=c.compile_us.get)
+        ratio = c.time_us / best
+        parts.append(
+            f"{c.label}: {best:.1f} µs ({mode}), "
+            + (f"{ratio:.2f}x faster than yours" if ratio >= 1 else f"{1 / ratio:.2f}x slower")
+        )
+    return "torch.compile of the reference: " + "; ".join(parts) if parts else None
 
 
 def print_search(result, out: Console | None = None) -> None:
@@ -200,6 +217,9 @@ def print_search(result, out: Console | None = None) -> None:
         f"{spent.candidates} candidates, {spent.gpu_s:.0f} s GPU{busy_words(spent)}"
     )
     out.print(counts_table(result.candidates))
+    compiler = compiler_line(result)
+    if compiler is not None:
+        out.print(escape(compiler), highlight=False)
     wins = [v for v in result.variants if is_win(v)]
     others = [v for v in result.variants if not is_win(v)]
     if wins:

@@ -223,6 +223,7 @@ class Search:
             lowered = self.lowering.nodes(
                 self.evaluator.call, self.device, self.meter, self.ledger.notes
             )
+            self.population.compile_us = self.lowering.compile_us
             if lowered:
                 self.ladder.generation(lowered)
         replayed = self.experience.replays(set(self.population.nodes), self.llm_step)

@@ -42,6 +42,7 @@ def wanted(gpu: bool, asked: bool | None) -> bool:
 class LoweringStep:
     def __init__(self, task, original: str, seed: int, gpu: bool):
         self.task, self.original, self.seed, self.gpu = task, original, seed, gpu
+        self.compile_us: list[dict[str, float]] = []  # per case: µs per mode (GPU)
 
     @classmethod
     def if_wanted(cls, asked: bool | None, task, original: str, seed: int, gpu: bool):
@@ -68,6 +69,11 @@ class LoweringStep:
                 notes.append(f"torch.compile ({mode}) of the reference failed: {answer.message}")
                 continue
             cases += answer.cases
+            for i, us in enumerate(answer.compile_us.get(mode, [])):
+                while len(self.compile_us) <= i:
+                    self.compile_us.append({})
+                if us is not None:
+                    self.compile_us[i][mode] = us
             notes.extend(f"torch.compile's kernels not offered ({why})" for why in answer.declined)
         out, seen = [], set()
         for mode in modes:

@@ -27,6 +27,8 @@ class Population:
         self.baseline_us: list[float] = []
         self.baseline_est: list[float] = []
         self.roofline: list[str] = []  # the original's place per case, measured (GPU only)
+        # torch.compile of the reference per case, µs per mode (GPU, where the lowering ran)
+        self.compile_us: list[dict[str, float]] = []
         self.best_id: str | None = None
         self.best_speedup = 1.0
         self.time_to_best: float | None = None

@@ -94,7 +94,11 @@ def search_result(
     unjudged = ledger.counts.total - sum(ledger.counts.per_outcome.values())
     if unjudged > 0:
         ledger.counts.per_outcome[str(Fate.NOT_RUN)] = unjudged
-    baseline = [BaselineCase(label, us, gpu) for label, us in zip(pop.labels, pop.baseline_us)]
+    compiled = pop.compile_us + [{}] * (len(pop.labels) - len(pop.compile_us))
+    baseline = [
+        BaselineCase(label, us, gpu, compile_us=c)
+        for label, us, c in zip(pop.labels, pop.baseline_us, compiled)
+    ]
     if not gpu:
         ledger.notes.append(
             "no GPU: candidates were verified on the CPU interpreter and ranked by the static "

@@ -22,6 +22,7 @@ import torch
 from ..api.facts import KernelConfig, LoweredCase, LoweringResult
 
 MODES = ("default", "max-autotune-no-cudagraphs")
+COMPILE_TIMING_MS = 100.0  # per case and mode: a baseline shown beside the original, not a verdict
 
 
 class Declined(Exception):
@@ -71,8 +72,20 @@ def _cpu_triton():
         yield
 
 
-def lower(reference: Callable, args: tuple, mode: str = "default") -> LoweredCase:
-    """Compile `reference` on `args` (one graph, static shapes) and keep what Inductor wrote."""
+def _time_us(fn: Callable, args: tuple) -> float:
+    """The compiled reference's time on a GPU, as the original's is taken (`timing.measure`)."""
+    from .timing import measure
+
+    (captures,), _ = measure([lambda: fn(*args)], COMPILE_TIMING_MS, captures=1)
+    times = sorted(captures[0])
+    return 1000 * times[len(times) // 2]
+
+
+def lower(
+    reference: Callable, args: tuple, mode: str = "default", times: list | None = None
+) -> LoweredCase:
+    """Compile `reference` on `args` (one graph, static shapes) and keep what Inductor wrote;
+    on a GPU, its time goes into `times` first (a baseline even where no variant comes of it)."""
     from torch._inductor.codecache import PyCodeCache
     from torch._inductor.compile_fx import compile_fx
     from torch._inductor.graph import GraphLowering
@@ -107,10 +120,13 @@ def lower(reference: Callable, args: tuple, mode: str = "default") -> LoweredCas
         if on_cpu:
             stack.enter_context(_cpu_triton())
         torch._dynamo.reset()
+        compiled = torch.compile(reference, backend=backend, fullgraph=True, dynamic=False)
         try:
-            torch.compile(reference, backend=backend, fullgraph=True, dynamic=False)(*args)
+            compiled(*args)
         except Exception as exc:  # off a GPU the built kernels cannot run: expected there
             error = exc
+    if times is not None and not on_cpu and error is None:
+        times.append(_time_us(compiled, args))
     if error is not None and not (on_cpu and codes):
         raise Declined(f"torch.compile failed: {type(error).__name__}: {str(error)[:300]}")
     if len(codes) != 1:
@@ -137,11 +153,18 @@ def lower(reference: Callable, args: tuple, mode: str = "default") -> LoweredCas
 
 def lower_cases(reference: Callable, cases: list[tuple], modes=("default",)) -> LoweringResult:
     """`lower` on every case and mode; a case that cannot be lowered is said, not raised."""
-    lowered, declined = [], []
+    lowered, declined, compile_us = [], [], {}
     for mode in modes:
-        for args in cases:
+        compile_us[mode] = []
+        for i, args in enumerate(cases):
+            times: list[float] = []
             try:
-                lowered.append(lower(reference, tuple(args), mode))
+                case = lower(reference, tuple(args), mode, times)
+                case.case = i
+                lowered.append(case)
             except Declined as why:
-                declined.append(f"{mode}: {why}")
-    return LoweringResult(lowered, declined)
+                declined.append(f"{mode}, case {i}: {why}")
+            compile_us[mode].append(times[0] if times else None)
+    if all(t is None for ts in compile_us.values() for t in ts):
+        compile_us = {}
+    return LoweringResult(lowered, declined, compile_us)

@@ -6,6 +6,8 @@ from __future__ import annotations
 from lsprotocol import types
 from pygls.uris import to_fs_path
 
+from kernelbrain.engine.api.results import against_compiler
+
 from ..convert import Positions
 from ..shared import NO_HARNESS, Session
 from .code_lens import optimize_command
@@ -20,10 +22,14 @@ def _wanted(only, kind: str) -> bool:
     return not only or any(kind == o or kind.startswith(o + ".") for o in only)
 
 
-def variant_title(kernel: str, variant) -> str:
+def variant_title(kernel: str, variant, result=None) -> str:
     cases = variant.cases_verified or len(variant.per_case)
     if variant.measured:
-        return f"Apply: `{kernel}` {variant.speedup:.2f}× faster (verified on {cases} cases)"
+        vs = against_compiler(result, variant) if result is not None else None
+        compiler = f", {vs:.2f}× torch.compile's speed" if vs is not None else ""
+        return (
+            f"Apply: `{kernel}` {variant.speedup:.2f}× faster{compiler} (verified on {cases} cases)"
+        )
     return f"Apply: `{kernel}` estimated {variant.speedup:.2f}× faster, not measured (verified on {cases} cases)"
 
 
@@ -82,10 +88,11 @@ async def code_action(ls: Session, params: types.CodeActionParams) -> list[types
         )
     if _wanted(only, VARIANT_KIND):
         current = ls.current_text(uri) or ""
+        result = ls.results.get(to_fs_path(uri), kernel.name)
         for offer in ls.results.offers(to_fs_path(uri), kernel.name, current)[:MAX_VARIANT_ACTIONS]:
             v = offer.variant
             action = types.CodeAction(
-                title=variant_title(kernel.name, v),
+                title=variant_title(kernel.name, v, result),
                 kind=VARIANT_KIND,
                 command=types.Command(
                     title="Apply variant",

@@ -5,6 +5,7 @@ from __future__ import annotations
 from lsprotocol import types
 
 from kernelbrain.engine.api.analysis import Kernel
+from kernelbrain.engine.api.results import against_compiler
 
 from ..convert import Positions
 from ..shared import Session
@@ -88,6 +89,10 @@ def dynamic_markdown(ls, path: str, kernel: Kernel, uri: str) -> str:
             f"**Best variant** `{o.variant.id[:8]}`: {o.variant.speedup:.2f}x ({kind}), "
             f"{o.variant.origin}{state}",
         ]
+        result = ls.results.get(path, kernel.name)
+        vs = against_compiler(result, o.variant) if result is not None else None
+        if vs is not None:
+            lines.append(f"{vs:.2f}x the speed of torch.compile of your reference")
     return "\n".join(lines)
 
 
