@@ -85,6 +85,12 @@ class LoweringStep:
             except NotTranslated as why:
                 notes.append(f"torch.compile's kernels ({mode}) not offered: {why}")
                 continue
+            except Exception as exc:  # a transplant bug must not end the search
+                notes.append(
+                    f"torch.compile's kernels ({mode}) not offered: the transplant failed "
+                    f"({type(exc).__name__}: {str(exc)[:200]})"
+                )
+                continue
             cid = candidate_id(source)
             if cid in seen:
                 continue

@@ -200,3 +200,25 @@ def test_a_template_kernel_is_launched_on_the_grid_it_was_given():
     source = transplant(original, task.entry, [case])
     assert "inductor_tem_fused_mm_0_case0[4, 1, 1](a, b, buf0, num_warps=4, num_stages=3)" in source
     assert static_gate(task, original, source) is None
+
+
+@pytest.mark.parametrize(
+    "forged",
+    [
+        {"mode": 'default""")\nimport os\n("""'},
+        {"outputs": "tuple:1); import os; ("},
+        {"guard": [["tensor", [64], [1], "torch.float32 or __import__('os')"]]},
+        {"guard": [["tensor", ["64); import os; ("], [1], "torch.float32"]]},
+        {"guard": [["value", "__import__('os').system('x')"]]},
+        {"inputs": [3]},
+    ],
+)
+def test_a_forged_capture_never_becomes_code(forged):
+    """The capture's answer comes from a process that ran the user's reference: every value
+    that would be written into the candidate is checked to be what the capture writes."""
+    task, original = example("gelu")
+    case = case_with()
+    for field, value in forged.items():
+        setattr(case, field, value)
+    with pytest.raises(NotTranslated):
+        transplant(original, task.entry, [case])

@@ -195,6 +195,33 @@ def _rename_kernel(kernel: CompiledKernel, new_name: str, used: set[str]) -> str
     return ast.unparse(helpers.rewrite(tree, used))
 
 
+DTYPE = re.compile(r"torch\.[a-z][a-z0-9_]*")
+MODES = ("default", "max-autotune-no-cudagraphs", "max-autotune", "reduce-overhead")
+
+
+def _checked(case: LoweredCase, n_params: int) -> None:
+    """Every value of `case` that becomes code is what the capture writes: the capture ran the
+    user's reference, so its answer is read as untrusted text, never pasted as code."""
+    if case.mode not in MODES:
+        raise NotTranslated(f"unknown torch.compile mode {case.mode[:40]!r}")
+    if case.outputs != "tensor" and not re.fullmatch(r"tuple:[1-9][0-9]?", case.outputs):
+        raise NotTranslated(f"unknown output shape {case.outputs[:40]!r}")
+    if len(case.guard) > n_params:
+        raise NotTranslated("a case passes more arguments than the entry takes")
+    if not all(isinstance(i, int) and 0 <= i < len(case.guard) for i in case.inputs):
+        raise NotTranslated("a compiled input comes from no argument")
+    for g in case.guard:
+        if g and g[0] == "tensor" and len(g) == 4:
+            dims_ok = all(
+                isinstance(d, list) and all(type(v) is int for v in d) for d in (g[1], g[2])
+            )
+            if dims_ok and isinstance(g[3], str) and DTYPE.fullmatch(g[3]):
+                continue
+        elif g and g[0] == "value" and len(g) == 2 and isinstance(g[1], str):
+            continue
+        raise NotTranslated(f"an argument recorded as {str(g)[:60]}")
+
+
 def transplant(original: str, entry: str, cases: list[LoweredCase]) -> str:
     """The user's module with torch.compile's kernels for `cases`, dispatched from `entry`."""
     if not cases:
@@ -214,8 +241,7 @@ def transplant(original: str, entry: str, cases: list[LoweredCase]) -> str:
     used: set[str] = set()
     kernels, functions, guards = [], [], []
     for index, case in enumerate(cases):
-        if len(case.guard) > len(params):
-            raise NotTranslated("a case passes more arguments than the entry takes")
+        _checked(case, len(params))
         program = read(case.output_code)
         names = {}
         for k, kernel in program.kernels.items():
