@@ -138,3 +138,26 @@ def test_without_torch_compile_figures_the_terminal_says_nothing_of_it():
     buf = io.StringIO()
     print_search(_result(), Console(file=buf, width=200, highlight=False, soft_wrap=True))
     assert "torch.compile" not in buf.getvalue() and "torch.compile" not in render(_result())
+
+
+def test_the_report_renders_explanations_colours_diffs_and_groups_variants_alike():
+    result = _result()
+    result.variants[0].explanation = (
+        "**What changed**: one pass\n\n| case | x |\n|---|---|\n| a | 2.0 |\n\n"
+        "<script>alert(1)</script>"
+    )
+    result.variants[0].diff = "--- a/k.py\n+++ b/k.py\n@@ -1 +1 @@\n-old\n+new\n same"
+    # three more of the winner's kind (its steps in another order or repeated), one of another
+    for i, origin in enumerate(["config+single-pass", "single-pass+config+config", "exp2"]):
+        v = _variant(f"alike{i:05d}", [1.9 - i / 10, 1.5, 1.7], ["faster"] * 3, origin)
+        result.variants.insert(1, v)
+    result.variants.sort(key=lambda v: -v.speedup)
+    page = render(result)
+    expl = page[page.index("Explanations and diffs") :]
+    assert "<strong>What changed</strong>" in expl and "**" not in expl
+    assert "<table>" in expl and "<td>2.0</td>" in expl
+    assert "<script>" not in page and "&lt;script&gt;" in expl  # shown, never run
+    assert "<span class='add'>+new</span>" in expl and "<span class='del'>-old</span>" in expl
+    wins = page[page.index("<h2>Faster variants</h2>") : page.index("<svg")]
+    assert "and 2 more of this kind" in wins and "alike00000" not in wins
+    assert "exp2" in wins  # another kind keeps its own row

@@ -85,6 +85,10 @@ def test_same_seed_same_result_and_resume(pool, tmp_path):
     assert a.best == b.best and a.measured is False and all(not v.measured for v in a.variants)
     assert a.candidates.per_stage == b.candidates.per_stage
     assert {"baseline", "compile", "smoke", "full"} <= set(a.rung_seconds)  # where the budget went
+    # the trajectory's best so far counts each point's own verdict: the best's point shows it
+    best_point = next(p for p in a.trajectory if p.candidate == a.best)
+    assert best_point.best == pytest.approx(best_point.speedup), a.trajectory
+    assert all(q.best <= best_point.best for q in a.trajectory[: a.trajectory.index(best_point)])
     # Resume: the same workspace again finds the verified variants in the store and goes on from them.
     ws = tmp_path / "a" / "ws"
     again = run(pool, ws, "gelu", 5)

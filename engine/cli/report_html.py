@@ -20,6 +20,45 @@ OUTCOME_COLOURS = {
 }
 
 
+def markdown_html(text: str) -> str:
+    """An explanation rendered (tables included); raw HTML in it is shown as text, never run:
+    an explanation may quote an LLM's or a candidate's words."""
+    from markdown_it import MarkdownIt
+
+    return MarkdownIt("commonmark", {"html": False}).enable("table").render(text)
+
+
+def diff_html(diff: str) -> str:
+    """A unified diff with its added, removed and hunk lines coloured."""
+    out = []
+    for line in diff.splitlines():
+        kind = (
+            "add"
+            if line.startswith("+") and not line.startswith("+++")
+            else "del"
+            if line.startswith("-") and not line.startswith("---")
+            else "hunk"
+            if line.startswith("@@")
+            else "ctx"
+        )
+        out.append(f"<span class='{kind}'>{html.escape(line)}</span>")
+    return "<pre class='diff'>" + "\n".join(out) + "</pre>"
+
+
+def kind_of(origin: str) -> str:
+    """What a variant changed, whatever the order and repetitions of its steps:
+    `config+exp2+config` and `exp2+config` are one kind."""
+    return "+".join(sorted(set(s for s in origin.split("+") if s))) or origin
+
+
+def grouped(variants: list) -> list[tuple[object, list]]:
+    """Variants of one kind under the best of them (the list comes best first)."""
+    groups: dict[str, list] = {}
+    for v in variants:
+        groups.setdefault(kind_of(v.origin), []).append(v)
+    return [(members[0], members[1:]) for members in groups.values()]
+
+
 def _svg(fig) -> str:
     buf = io.StringIO()
     fig.savefig(buf, format="svg", bbox_inches="tight")
@@ -202,12 +241,21 @@ def render(result: SearchResult) -> str:
         return f"<td>{x:.2f}x</td>" if x is not None else "<td>–</td>"
 
     def rows(variants) -> str:
-        return "".join(
-            f"<tr><td><code>{esc(v.id)}</code></td><td>{esc(v.origin)}</td>"
-            f"<td>{v.speedup:.2f}x</td>{vs_compiler(v)}<td>{'measured' if v.measured else 'estimate'}</td>"
-            f"<td>{esc(v.description)}</td></tr>"
-            for v in variants
-        )
+        out = []
+        for v, alike in grouped(variants):
+            more = (
+                f"<br><small>and {len(alike)} more of this kind, "
+                f"{min(a.speedup for a in alike):.2f}–{max(a.speedup for a in alike):.2f}x</small>"
+                if alike
+                else ""
+            )
+            out.append(
+                f"<tr><td><code>{esc(v.id)}</code></td><td>{esc(v.origin)}</td>"
+                f"<td>{v.speedup:.2f}x</td>{vs_compiler(v)}"
+                f"<td>{'measured' if v.measured else 'estimate'}</td>"
+                f"<td>{esc(v.description)}{more}</td></tr>"
+            )
+        return "".join(out)
 
     head = (
         "<tr><th>id</th><th>made by</th><th>speedup</th>"
@@ -251,9 +299,10 @@ def render(result: SearchResult) -> str:
         + "</ol>"
     )
     details = "".join(
-        f"<details><summary><code>{esc(v.id)}</code> {esc(v.origin)}: {v.speedup:.2f}x</summary>"
-        f"<pre class='expl'>{esc(v.explanation)}</pre><pre class='diff'>{esc(v.diff)}</pre></details>"
-        for v in result.variants
+        f"<details{' open' if v.id == result.best else ''}><summary><code>{esc(v.id)}</code> "
+        f"{esc(v.origin)}: {v.speedup:.2f}x</summary>"
+        f"<div class='expl'>{markdown_html(v.explanation)}</div>{diff_html(v.diff)}</details>"
+        for v, _ in grouped(result.variants)
     )
     spent = result.budget.spent
     summary = (
@@ -265,6 +314,8 @@ def render(result: SearchResult) -> str:
 <style>body{{font-family:system-ui,sans-serif;max-width:980px;margin:2em auto;color:#222}}
 table{{border-collapse:collapse;font-size:13px}}td,th{{border:1px solid #ccc;padding:3px 8px}}
 pre{{background:#f6f6f6;padding:8px;overflow:auto;font-size:12px}} .diff{{color:#333}}
+.diff .add{{color:#116329;background:#e6ffec}} .diff .del{{color:#82071e;background:#ffebe9}}
+.diff .hunk{{color:#0550ae}} .expl{{font-size:14px;line-height:1.45}}
 .counts{{display:flex;gap:2em;align-items:flex-start}} .cases{{font-size:13px}}</style></head><body>
 <h1>{esc(result.kernel)}</h1>
 <p><code>{esc(result.file)}</code> · {esc(kind)} · {summary}</p>
@@ -278,6 +329,6 @@ pre{{background:#f6f6f6;padding:8px;overflow:auto;font-size:12px}} .diff{{color:
 {roofline_plot(result, bytes_per_case, flops_per_case, copy_gbps, peak_tflops)}
 <p>Cases on the roofline:</p>{cases_html}
 {others_html}
-<h2>Explanations and diffs</h2>
+<h2>Explanations and diffs (the best of each kind)</h2>
 {details}
 </body></html>"""
