@@ -8,6 +8,7 @@ the kernel leaves in place."""
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import subprocess
 import sys
@@ -133,8 +134,12 @@ def test_optimize_holds_its_budget(optimized, task):
     assert proc.returncode in (0, 2), proc.stderr[-2000:]
     out = json.loads(proc.stdout)
     if proc.returncode == 2:
-        assert out["error"]["message"] and out["error"]["exit"] == 2
-        assert kernel in GPU_ONLY, out["error"]["message"]
+        message = out["error"]["message"]
+        assert message and out["error"]["exit"] == 2
+        # on a busy machine the original's own check may not fit the budget: the budget still
+        # holds, and the user is told what budget would do (the one other reason: GPU-only code)
+        too_short = re.search(r"needs more than this \d+ s budget.*--budget \d+s", message)
+        assert kernel in GPU_ONLY or too_short, message
     else:
         assert out["kernel"] == kernel and out["baseline"], out
 

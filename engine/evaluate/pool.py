@@ -431,19 +431,22 @@ class WorkerPool:
             self._workers[device] = WorkerProcess(device, self.triton_cache, self.workspace_files)
         return self._workers[device]
 
-    def call(self, device: str, request, timeout_s: float, on_progress=None):
+    def call(self, device: str, request, timeout_s: float, on_progress=None, *, from_call=False):
         """`request` on `device`'s worker. A harness and the ceilings go to the device's judge,
         which never imports a candidate; the judge's requests for candidate runs are relayed
-        here to the device's runner, within the harness's time limit."""
+        here to the device's runner, within the harness's time limit. The limit counts from the
+        request's arrival at a ready worker, or with `from_call` from this call: waiting for
+        the worker and its start-up included (a budget's share, not a candidate's allowance)."""
+        since = time.monotonic() if from_call else None
         if isinstance(request, m.RunHarness):
-            return self._judge(device, request, timeout_s, on_progress)
+            return self._judge(device, request, timeout_s, on_progress, since)
         if isinstance(request, (m.MeasureCeilings, m.LowerReference)):
             # what timings are held to, and the reference compiled: no candidate near
-            return self._call(JUDGE_PREFIX + device, request, timeout_s, on_progress)
-        return self._call(device, request, timeout_s, on_progress)
+            return self._call(JUDGE_PREFIX + device, request, timeout_s, on_progress, since=since)
+        return self._call(device, request, timeout_s, on_progress, since=since)
 
-    def _judge(self, device: str, request: m.RunHarness, timeout_s: float, on_progress):
-        deadline = time.monotonic() + timeout_s
+    def _judge(self, device: str, request: m.RunHarness, timeout_s: float, on_progress, since=None):
+        deadline = (since or time.monotonic()) + timeout_s
 
         def relay(need: m.NeedRuns):
             remaining = max(1.0, deadline - time.monotonic() - RELAY_MARGIN_S)
@@ -457,9 +460,13 @@ class WorkerPool:
                 return m.RunnerFailed(answer.reason, answer.message, ended=ended)
             return answer
 
-        return self._call(JUDGE_PREFIX + device, request, timeout_s, on_progress, relay)
+        return self._call(
+            JUDGE_PREFIX + device, request, timeout_s, on_progress, relay, since=since
+        )
 
-    def _call(self, device: str, request, timeout_s: float, on_progress=None, on_need=None):
+    def _call(
+        self, device: str, request, timeout_s: float, on_progress=None, on_need=None, since=None
+    ):
         if self.killed:
             raise WorkerDied("cancelled", "the evaluation was cancelled")
         with self._locks[device]:
@@ -467,6 +474,14 @@ class WorkerPool:
                 raise WorkerDied("cancelled", "the evaluation was cancelled")
             w = self.worker(device)
             self._serve(w, request)
+            if since is not None:
+                if not w.alive:
+                    w.start()
+                timeout_s -= time.monotonic() - since
+                if timeout_s <= 0:
+                    raise WorkerDied(
+                        "timeout", "no time was left once the worker was ready", stage="load"
+                    )
             try:
                 return w.call(request, timeout_s, on_progress, on_need)
             except WorkerDied as died:

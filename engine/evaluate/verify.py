@@ -108,9 +108,10 @@ def run_harness(
     on_progress: Callable[[m.Progress], None] | None = None,
     timeout_s: float | None = None,
     stages: list[str] | None = None,
+    from_call: bool = False,
 ) -> facts.HarnessResult:
     """The correctness stages (all five by default) in a worker; a dead or hung worker becomes a
-    rejected result."""
+    rejected result. `from_call`: the limit counts from this call (`WorkerPool.call`)."""
     req = m.RunHarness(
         task,
         source,
@@ -120,7 +121,9 @@ def run_harness(
         full_cases=is_gpu(device),
     )
     try:
-        answer = pool.call(device, req, timeout_s or harness_timeout(device), on_progress)
+        answer = pool.call(
+            device, req, timeout_s or harness_timeout(device), on_progress, from_call=from_call
+        )
     except WorkerDied as d:
         return facts.HarnessResult(
             False,

@@ -209,7 +209,7 @@ class Evaluator:
         with self.meter.gpu_clock(self.gpu):
             result = run_harness(
                 self.pool, self.task, source, self.device, self.seed, stages=stages,
-                timeout_s=timeout,
+                timeout_s=timeout, from_call=source is None,
             )  # fmt: skip
         if source is None and result.accepted:
             for stage in result.stages:
