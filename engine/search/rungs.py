@@ -263,10 +263,12 @@ class Ladder:
         for node in smoked:
             if not force and not self.full_fits(node):
                 node.outcome = Fate.NOT_RUN
+                need, left = self.verify_s(node), self.meter.left_s()
                 self.ledger.note_once(
                     "no-time-for-full",
                     f"candidates were left unverified at the end: a full verification takes "
-                    f"about {self.verify_s(node):.0f} s here, more than the budget had left",
+                    f"about {need:.1f} s here and the search had {left:.1f} s left before the "
+                    "time kept for its end",
                 )
                 continue
             res = self.correctness(node, "full", list(m.STAGES), force, warm)
