@@ -175,7 +175,9 @@ class EndGame:
                 max(speedups, key=lambda k: (speedups[k][i] if len(speedups[k]) > i else 0, k))
                 for i in range(len(self.pop.labels))
             }
-            if len(winners) > 1:
+            best = self.pop.nodes.get(self.pop.best_id or "")
+            if len(winners) > 1 and not (best is not None and best.dispatch):
+                # (the best dispatching already, a resumed one: nothing to say against it)
                 self.ledger.notes.append(
                     "winners differ between cases but no size split beats the best single "
                     f"variant by {IMPROVEMENT:.0%}: no dispatch variant"
