@@ -4,6 +4,7 @@ then judged like any candidate."""
 
 from __future__ import annotations
 
+import ast
 import importlib.util
 
 import pytest
@@ -112,13 +113,25 @@ def case_with(extra: str = "del arg0_1", kernel_line: str = "") -> facts.Lowered
         "import os",
         "for _ in range(1): pass",
         "pass",
+        # a red team's: expressions of the capture's choosing inside statements of allowed kinds
+        "buf1 = (torch.nn.functional.gelu(arg0_1.float(), approximate='tanh'),)[0]",
+        "buf9 = [triton.compiler.compiler.Path.home().joinpath('.bashrc').open('a').write('x')]",
+        "buf1 = [arg0_1.add_(1)]",
+        "buf1 = lambda: 1",
+        "buf1 = reinterpret_tensor(torch.tanh(arg0_1), (64,), (1,), 0)",
+        "buf1 = empty_strided_cuda(torch.tanh(arg0_1).shape, (1,), torch.float32)",
+        "buf1 = empty_strided_cuda((64,), (1,), torch.float32, device='cuda')",
+        "torch = buf0",
+        "triton_poi_0.run(torch.tanh(arg0_1), buf0, 64, stream=stream0)",
+        "triton_poi_0.run(arg0_1, buf0, 64, grid=(1,))",
+        "return (torch.tanh(arg0_1),)",
     ],
 )
 def test_output_code_doing_anything_but_allocate_and_launch_is_not_translated(extra):
     """The output code came out of the user's reference (workspace code): the wrapper's
     statements are translated from a closed list, anything else stops the transplant."""
     task, original = example("gelu")
-    with pytest.raises(NotTranslated, match="compiled wrapper"):
+    with pytest.raises(NotTranslated, match="wrapper|launched with"):
         transplant(original, task.entry, [case_with(extra)])
 
 
@@ -160,7 +173,7 @@ def test_the_dispatch_keeps_the_entrys_signature_and_falls_back_to_the_users_lau
     text = source
     assert "def gelu(x: torch.Tensor) -> torch.Tensor:" in text
     assert text.rstrip().endswith("return _gelu_yours(x)")
-    assert "inductor_poi_0_case0[triton.cdiv(64, 64),](x, buf0, 64, XBLOCK=64" in text
+    assert "inductor_poi_0_case0[(triton.cdiv(64, 64),)](x, buf0, 64, XBLOCK=64" in text
 
 
 TEMPLATE_CODE = '''
@@ -198,7 +211,9 @@ def test_a_template_kernel_is_launched_on_the_grid_it_was_given():
         outputs="tensor",
     )
     source = transplant(original, task.entry, [case])
-    assert "inductor_tem_fused_mm_0_case0[4, 1, 1](a, b, buf0, num_warps=4, num_stages=3)" in source
+    assert (
+        "inductor_tem_fused_mm_0_case0[(4, 1, 1)](a, b, buf0, num_warps=4, num_stages=3)" in source
+    )
     assert static_gate(task, original, source) is None
 
 
@@ -221,4 +236,58 @@ def test_a_forged_capture_never_becomes_code(forged):
     for field, value in forged.items():
         setattr(case, field, value)
     with pytest.raises(NotTranslated):
+        transplant(original, task.entry, [case])
+
+
+def test_a_scalar_of_the_capture_cannot_close_the_docstring_it_is_quoted_in():
+    """A red team's: a `value` guard holding a triple-quoted string with three double quotes and
+    new lines closed the case function's docstring and redefined the user's launcher."""
+    task, original = example("rmsnorm")
+    payload = repr('"""\ndef _rmsnorm_yours(x, weight, eps=1e-6):\n    return x\n')
+    case = case_with()
+    case.guard = [
+        ["tensor", [64], [1], "torch.float32"],
+        ["tensor", [64], [1], "torch.float32"],
+        ["value", "'''" + payload[1:-1] + "'''"],
+    ]
+    case.inputs = [0, 1]
+    source = transplant(original, task.entry, [case])
+    tree = ast.parse(source)
+    top = [n.name for n in tree.body if isinstance(n, ast.FunctionDef)]
+    assert top.count("_rmsnorm_yours") == 1  # the user's, renamed; no second one
+    assert "(isinstance(eps, str) and eps == " in source  # compared as the string it is
+
+
+@pytest.mark.parametrize(
+    "code",
+    [
+        "with torch.cuda._DeviceGuard(0), open('/etc/passwd') as f:\n            buf2 = buf0",
+        "[arg0_1] = args",
+        "k.x = async_compile.triton('k', '')",
+        "k = async_compile.triton('k', 1)",
+        "buf0 = empty_strided_cuda((64,), (1,))",
+        "return ()",
+        "buf2 = " + "1+" * 20000 + "1",
+    ],
+)
+def test_output_code_no_inductor_writes_is_not_translated_and_never_crashes(code):
+    task, original = example("gelu")
+    case = case_with()
+    if code.startswith(("[arg0_1]", "return")):
+        case.output_code = case.output_code.replace("arg0_1, = args", code, 1)
+    elif code.startswith("k"):
+        case.output_code = code + "\n" + case.output_code
+    else:
+        case.output_code = case.output_code.replace("del arg0_1", code)
+    with pytest.raises(NotTranslated):
+        transplant(original, task.entry, [case])
+
+
+def test_only_inductors_own_imports_stand_beside_a_kernel():
+    task, original = example("gelu")
+    case = case_with()
+    case.output_code = case.output_code.replace(
+        "@triton_heuristics.pointwise", "from tritonevil import x\n@triton_heuristics.pointwise"
+    )
+    with pytest.raises(NotTranslated, match="beside it"):
         transplant(original, task.entry, [case])

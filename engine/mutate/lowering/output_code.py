@@ -32,14 +32,18 @@ class CompiledProgram:
     body: list[ast.stmt]  # `call`'s statements past unpacking its arguments
 
 
-PREAMBLE_MODULES = ("triton", "torch._inductor.runtime")
+PREAMBLE_MODULES = ("triton", "triton.language", "torch._inductor.runtime")
 
 
 def _inductor_preamble(node: ast.stmt) -> bool:
+    """Imports Inductor writes beside a kernel (dropped: the candidate imports its own)."""
     if isinstance(node, ast.Import):
-        return all(a.name.split(".")[0] == "triton" for a in node.names)
+        return all(a.name in PREAMBLE_MODULES for a in node.names)
     if isinstance(node, ast.ImportFrom):
-        return (node.module or "").startswith(PREAMBLE_MODULES)
+        module = node.module or ""
+        return node.level == 0 and (
+            module in PREAMBLE_MODULES or module.startswith("torch._inductor.runtime.")
+        )
     return isinstance(node, ast.Expr) and ast.unparse(node) in (
         "triton_helpers.set_driver_to_gpu()",
         "triton_helpers.set_driver_to_cpu()",
@@ -81,11 +85,17 @@ def _call_function(tree: ast.Module) -> ast.FunctionDef:
     raise NotTranslated("the output code has no `call` function")
 
 
+DEVICE_GUARD = re.compile(r"torch\.cuda\._DeviceGuard\(\d+\)")
+
+
 def _flatten(stmts: list[ast.stmt]) -> list[ast.stmt]:
-    """`with torch.cuda._DeviceGuard(0):` and the like hold the launches: their bodies, in order."""
+    """`with torch.cuda._DeviceGuard(0):` holds the launches: its body, in order."""
     out = []
     for s in stmts:
         if isinstance(s, ast.With):
+            guards = [ast.unparse(i.context_expr) for i in s.items if i.optional_vars is None]
+            if len(guards) != len(s.items) or not all(map(DEVICE_GUARD.fullmatch, guards)):
+                raise NotTranslated(f"the wrapper enters `{ast.unparse(s.items[0])[:60]}`")
             out.extend(_flatten(s.body))
         else:
             out.append(s)

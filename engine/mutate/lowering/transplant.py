@@ -13,104 +13,19 @@ and configuration mutators can work on it like on any other candidate.
 from __future__ import annotations
 
 import ast
+import math
 import re
 
-from ...api.facts import KernelConfig, LoweredCase
+from ...api.facts import LoweredCase
 from . import helpers
 from .output_code import CompiledKernel, CompiledProgram, NotTranslated, read
-
-GRID_DIMENSIONS = {"Grid1D": "x", "Grid2D": "xy", "Grid3D": "xyz"}
+from .wrapper import DTYPE, RETURN, Translation
 
 
 def _readable(kernel: str, index: int) -> str:
     """`triton_per_fused__softmax_0` → `inductor_per_fused_softmax_0` (per: one block per row)."""
     rest = re.sub(r"_+", "_", kernel.removeprefix("triton_"))
     return f"inductor_{rest}" if rest else f"inductor_kernel_{index}"
-
-
-def _launch(
-    kernel: CompiledKernel, new_name: str, call: ast.Call, config: KernelConfig | None
-) -> ast.stmt:
-    """`k.run(a, b, n, stream=s)` → `k[grid](a, b, n, XBLOCK=…, num_warps=…)`."""
-    if config is None:
-        raise NotTranslated(f"no configuration was recorded for `{kernel.name}`")
-    args = list(call.args)
-    runtime = [p for p in kernel.params if p not in config.kwargs]
-    if kernel.grid_type == "FixedGrid":
-        # templates (a max-autotune matmul): the grid comes as three launcher arguments
-        if len(args) != len(runtime) + 3:
-            raise NotTranslated(f"`{kernel.name}` is launched without its fixed grid")
-        grid = [ast.unparse(a) for a in args[-3:]]
-        args = args[:-3]
-    else:
-        dims = GRID_DIMENSIONS.get(kernel.grid_type)
-        if dims is None:
-            raise NotTranslated(f"kernel `{kernel.name}` uses a {kernel.grid_type} grid")
-        if len(args) > len(runtime):
-            raise NotTranslated(f"`{kernel.name}` is launched with more arguments than it takes")
-        by_param = dict(zip(runtime, args))
-        grid = []
-        for d in dims:
-            numel = by_param.get(f"{d}numel")
-            if numel is None:
-                raise NotTranslated(f"`{kernel.name}` has no {d}numel to size its grid")
-            block = config.kwargs.get(f"{d.upper()}BLOCK", 1)
-            grid.append(f"triton.cdiv({ast.unparse(numel)}, {block})")
-    grid_text = "(" + ", ".join(grid) + ("," if len(grid) == 1 else "") + ")"
-    options = [f"{k}={v}" for k, v in config.kwargs.items() if k in kernel.params]
-    options += [f"num_warps={config.num_warps}", f"num_stages={config.num_stages}"]
-    text = f"{new_name}[{grid_text}](" + ", ".join([ast.unparse(a) for a in args] + options) + ")"
-    return ast.parse(text).body[0]
-
-
-class _Wrapper(ast.NodeTransformer):
-    """`call`'s statements in plain PyTorch and Triton launches."""
-
-    def __init__(self, program: CompiledProgram, names: dict[str, str], configs, device: str):
-        self.program = program
-        self.names = names  # Inductor's kernel name → the candidate's
-        self.configs = configs
-        self.device = device
-
-    def statement(self, s: ast.stmt) -> ast.stmt | None:
-        if isinstance(s, ast.Expr) and isinstance(s.value, ast.Call):
-            func = ast.unparse(s.value.func)
-            if func in ("args.clear", "assert_size_stride", "assert_alignment") or func.startswith(
-                "torch.cuda.set_device"
-            ):
-                return None
-            if func.endswith(".run") and func[: -len(".run")] in self.program.kernels:
-                name = func[: -len(".run")]
-                return _launch(
-                    self.program.kernels[name], self.names[name], s.value, self.configs.get(name)
-                )
-            if func.startswith("extern_kernels."):
-                raise NotTranslated(
-                    f"torch.compile calls a library kernel here (`{func}`, cuBLAS or ATen): a "
-                    "variant must compute with Triton (max-autotune writes Triton templates)"
-                )
-            raise NotTranslated(f"the compiled wrapper calls `{func}`")
-        if isinstance(s, ast.Assign) and isinstance(s.value, ast.Call):
-            func = ast.unparse(s.value.func)
-            if func in ("get_raw_stream", "torch.cuda.current_stream"):
-                return None
-            if func.startswith("empty_strided"):
-                size, stride, dtype = s.value.args
-                s.value = ast.parse(
-                    f"torch.empty_strided({ast.unparse(size)}, {ast.unparse(stride)}, "
-                    f"dtype={ast.unparse(dtype)}, device={self.device})",
-                    mode="eval",
-                ).body
-                return s
-            if func == "reinterpret_tensor":
-                s.value.func = ast.parse("torch.as_strided", mode="eval").body
-                return s
-            raise NotTranslated(f"the compiled wrapper calls `{func}`")
-        if isinstance(s, ast.Delete):
-            return None  # the buffers die with the function
-        if isinstance(s, (ast.Assign, ast.Return)):
-            return s
-        raise NotTranslated(f"the compiled wrapper does `{ast.unparse(s)[:80]}`")
 
 
 def _case_function(
@@ -126,21 +41,32 @@ def _case_function(
     tensor = next((p for p, g in zip(params, case.guard) if g[0] == "tensor"), None)
     if tensor is None:
         raise NotTranslated("the case has no tensor argument to take the device from")
-    wrapper = _Wrapper(program, names, case.configs, f"{tensor}.device")
+    translation = Translation(program, names, case.configs, f"{tensor}.device")
     body = []
-    for s in program.body:
-        s = wrapper.statement(s)
-        if s is None:
-            continue
-        if isinstance(s, ast.Return):
-            values = s.value.elts if isinstance(s.value, ast.Tuple) else [s.value]
-            s = ast.Return(values[0] if case.outputs == "tensor" else ast.Tuple(values, ast.Load()))
-        body.append(ast.unparse(s))
+    for statement in program.body:
+        line = translation.statement(statement)
+        if line == RETURN:
+            out = translation.returned
+            if case.outputs == "tensor" and len(out) == 1:
+                line = f"return {out[0]}"
+            elif case.outputs == f"tuple:{len(out)}":
+                line = f"return ({', '.join(out)},)"
+            else:
+                raise NotTranslated(f"the wrapper returns {len(out)} values, not {case.outputs}")
+        if line is not None:
+            body.append(line)
+    if not translation.returned:
+        raise NotTranslated("the compiled wrapper returns nothing")
     text = "\n".join(body)
     for old, new in rename.items():
         text = re.sub(rf"\b{re.escape(old)}\b", new, text)
     lines = "\n    ".join(text.splitlines())
-    doc = f'"""torch.compile ({case.mode}) of the reference, for {_describe(case, params)}."""'
+    # a constant, written by `ast`: nothing of the capture's text can close the docstring
+    doc = ast.unparse(
+        ast.Constant(
+            f"torch.compile ({case.mode}) of the reference, for {_describe(case, params)}."
+        )
+    )
     return f"def {name}({', '.join(params)}):\n    {doc}\n    {lines}\n"
 
 
@@ -150,7 +76,7 @@ def _describe(case: LoweredCase, params: list[str]) -> str:
         if g[0] == "tensor":
             parts.append(f"{p} {tuple(g[1])} {g[3].removeprefix('torch.')}")
         else:
-            parts.append(f"{p}={g[1]}")
+            parts.append(f"{p}={ast.literal_eval(g[1])!r}"[:80])
     return ", ".join(parts)
 
 
@@ -165,6 +91,8 @@ def _value_guard(param: str, literal: str) -> str:
     kind = type(value).__name__
     if kind not in ("bool", "int", "float", "str"):
         raise NotTranslated(f"`{param}` was compiled for a {kind}")
+    if kind == "float" and not math.isfinite(value):
+        raise NotTranslated(f"`{param}` was compiled for {value!r}")
     exact = f" and not isinstance({param}, bool)" if kind in ("int", "float") else ""
     return f"(isinstance({param}, {kind}){exact} and {param} == {value!r})"
 
@@ -195,7 +123,6 @@ def _rename_kernel(kernel: CompiledKernel, new_name: str, used: set[str]) -> str
     return ast.unparse(helpers.rewrite(tree, used))
 
 
-DTYPE = re.compile(r"torch\.[a-z][a-z0-9_]*")
 MODES = ("default", "max-autotune-no-cudagraphs", "max-autotune", "reduce-overhead")
 
 
@@ -241,15 +168,32 @@ def transplant(original: str, entry: str, cases: list[LoweredCase]) -> str:
     used: set[str] = set()
     kernels, functions, guards = [], [], []
     for index, case in enumerate(cases):
-        _checked(case, len(params))
-        program = read(case.output_code)
-        names = {}
-        for k, kernel in program.kernels.items():
-            names[k] = f"{_readable(k, len(kernels))}_case{index}"
-            kernels.append(_rename_kernel(kernel, names[k], used))
-        name = f"_{entry}_compiled_case{index}"
-        functions.append(_case_function(name, case, program, names, params[: len(case.guard)]))
-        guards.append((_guard_expression(case, params, defaults), name, len(case.guard)))
+        try:
+            _checked(case, len(params))
+            program = read(case.output_code)
+            names = {}
+            for k, kernel in program.kernels.items():
+                names[k] = f"{_readable(k, len(kernels))}_case{index}"
+                kernels.append(_rename_kernel(kernel, names[k], used))
+            name = f"_{entry}_compiled_case{index}"
+            params_of = params[: len(case.guard)]
+            functions.append(_case_function(name, case, program, names, params_of))
+            guards.append((_guard_expression(case, params, defaults), name, len(case.guard)))
+        except NotTranslated:
+            raise
+        except (
+            SyntaxError,
+            ValueError,
+            TypeError,
+            AttributeError,
+            LookupError,
+            RecursionError,
+            MemoryError,
+        ) as e:
+            # text no Inductor writes, whatever went wrong with it
+            raise NotTranslated(
+                f"case {index}: the output code is not what Inductor writes ({type(e).__name__})"
+            ) from None
 
     fn.name = yours
     lines = original.splitlines()
