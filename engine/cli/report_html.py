@@ -218,20 +218,10 @@ def roofline_plot(
     return _svg(fig)
 
 
-def render(result: SearchResult) -> str:
+def variant_rows(result: SearchResult):
+    """The variants tables' header, and a function writing their rows: variants of one kind
+    grouped under the best of them, each against torch.compile where it was measured."""
     esc = html.escape
-    bytes_per_case, flops_per_case = result.case_bytes, result.case_flops
-    copy_gbps = result.ceilings.get("copy_gbps", 4280.0)
-    peak_tflops = result.ceilings.get("bf16_tflops", 680.0)
-    kind = (
-        "measured on " + result.device
-        if result.measured
-        else "estimated (no GPU: static cost model)"
-    )
-    best = next((v for v in result.variants if v.id == result.best), None)
-    wins = [v for v in result.variants if is_win(v)]
-    others = [v for v in result.variants if not is_win(v)]
-
     with_compiler = any(b.compile_us for b in result.baseline)
 
     def vs_compiler(v) -> str:
@@ -262,6 +252,45 @@ def render(result: SearchResult) -> str:
         + ("<th>vs torch.compile</th>" if with_compiler else "")
         + "<th>kind</th><th>what changed</th></tr>"
     )
+    return head, rows
+
+
+def cases_list(result: SearchResult) -> str:
+    """The cases, numbered as the roofline numbers them, with the original's time and
+    torch.compile's where it was measured."""
+    esc = html.escape
+    return (
+        "<ol class='cases'>"
+        + "".join(
+            f"<li>{esc(b.label)}: yours {b.time_us:.1f} µs"
+            + (
+                f"; torch.compile {b.compiled_best_us():.1f} µs "
+                f"({esc(min(b.compile_us, key=b.compile_us.get))})"
+                if b.compile_us
+                else ""
+            )
+            + "</li>"
+            for b in result.baseline
+        )
+        + "</ol>"
+    )
+
+
+def render(result: SearchResult) -> str:
+    esc = html.escape
+    bytes_per_case, flops_per_case = result.case_bytes, result.case_flops
+    copy_gbps = result.ceilings.get("copy_gbps", 4280.0)
+    peak_tflops = result.ceilings.get("bf16_tflops", 680.0)
+    kind = (
+        "measured on " + result.device
+        if result.measured
+        else "estimated (no GPU: static cost model)"
+    )
+    best = next((v for v in result.variants if v.id == result.best), None)
+    wins = [v for v in result.variants if is_win(v)]
+    others = [v for v in result.variants if not is_win(v)]
+
+    head, rows = variant_rows(result)
     wins_html = (
         f"<table>{head}{rows(wins)}</table>"
         if wins
@@ -283,21 +312,7 @@ def render(result: SearchResult) -> str:
         )
         + "</table>"
     )
-    cases_html = (
-        "<ol class='cases'>"
-        + "".join(
-            f"<li>{esc(b.label)}: yours {b.time_us:.1f} µs"
-            + (
-                f"; torch.compile {b.compiled_best_us():.1f} µs "
-                f"({esc(min(b.compile_us, key=b.compile_us.get))})"
-                if b.compile_us
-                else ""
-            )
-            + "</li>"
-            for b in result.baseline
-        )
-        + "</ol>"
-    )
+    cases_html = cases_list(result)
     details = "".join(
         f"<details{' open' if v.id == result.best else ''}><summary><code>{esc(v.id)}</code> "
         f"{esc(v.origin)}: {v.speedup:.2f}x</summary>"
