@@ -291,3 +291,33 @@ def test_only_inductors_own_imports_stand_beside_a_kernel():
     )
     with pytest.raises(NotTranslated, match="beside it"):
         transplant(original, task.entry, [case])
+
+
+def test_a_lowered_module_is_not_lowered_again():
+    """A red team's: lowering an accepted lowered variant renamed its dispatch to a second
+    `_gelu_yours` (every other shape recursed) and its guard ran the new case's kernels."""
+    task, original = example("gelu")
+    once = transplant(original, task.entry, [case_with()])
+    with pytest.raises(NotTranslated, match="already"):
+        transplant(once, task.entry, [case_with()])
+
+
+def test_a_decorated_entry_keeps_its_launcher_under_the_new_name():
+    task, original = example("gelu")
+    decorated = original.replace(
+        "def gelu(x: torch.Tensor)", "@torch.no_grad()\ndef gelu(x: torch.Tensor)"
+    )
+    source = transplant(decorated, task.entry, [case_with()])
+    assert source.count("def gelu(") == 1 and "@torch.no_grad()\ndef _gelu_yours(" in source
+
+
+def test_what_parses_but_does_not_compile_is_not_translated():
+    """A kernel parameter named like a launch option repeats a keyword at the launch."""
+    task, original = example("gelu")
+    case = case_with()
+    case.output_code = case.output_code.replace(
+        "XBLOCK : tl.constexpr)", "XBLOCK : tl.constexpr, num_warps: tl.constexpr=4)"
+    )
+    case.configs = {"triton_poi_0": facts.KernelConfig({"XBLOCK": 64, "num_warps": 8}, 4, 1)}
+    with pytest.raises(NotTranslated, match="does not compile"):
+        transplant(original, task.entry, [case])

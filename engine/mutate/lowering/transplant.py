@@ -21,6 +21,18 @@ from . import helpers
 from .output_code import CompiledKernel, CompiledProgram, NotTranslated, read
 from .wrapper import DTYPE, RETURN, Translation
 
+MAX_CASES = 32  # per mode: the benchmark cases of one task
+
+
+def _lowered_names(tree: ast.Module, entry: str) -> list[str]:
+    """Names of an earlier lowering in the module: lowering it again would define them twice."""
+    prefixes = (f"_{entry}_yours", f"_{entry}_compiled_case", "inductor_", helpers.PREFIX)
+    return [
+        n.name
+        for n in tree.body
+        if isinstance(n, (ast.FunctionDef, ast.ClassDef)) and n.name.startswith(prefixes)
+    ]
+
 
 def _readable(kernel: str, index: int) -> str:
     """`triton_per_fused__softmax_0` → `inductor_per_fused_softmax_0` (per: one block per row)."""
@@ -58,8 +70,9 @@ def _case_function(
     if not translation.returned:
         raise NotTranslated("the compiled wrapper returns nothing")
     text = "\n".join(body)
-    for old, new in rename.items():
-        text = re.sub(rf"\b{re.escape(old)}\b", new, text)
+    if rename:  # one pass, whatever the number of inputs
+        names_re = re.compile(r"\b(" + "|".join(map(re.escape, rename)) + r")\b")
+        text = names_re.sub(lambda m: rename[m.group(1)], text)
     lines = "\n    ".join(text.splitlines())
     # a constant, written by `ast`: nothing of the capture's text can close the docstring
     doc = ast.unparse(
@@ -165,6 +178,14 @@ def transplant(original: str, entry: str, cases: list[LoweredCase]) -> str:
         p.arg: ast.unparse(d) for p, d in zip(a.args[len(a.args) - len(a.defaults) :], a.defaults)
     }
     yours = f"_{entry}_yours"
+    taken = _lowered_names(tree, entry)
+    if taken:
+        raise NotTranslated(
+            f"the module holds torch.compile's kernels already (`{taken[0]}`): a lowered "
+            "variant is not lowered again"
+        )
+    if len(cases) > MAX_CASES:
+        raise NotTranslated(f"{len(cases)} cases lowered, more than {MAX_CASES}")
     used: set[str] = set()
     kernels, functions, guards = [], [], []
     for index, case in enumerate(cases):
@@ -198,7 +219,7 @@ def transplant(original: str, entry: str, cases: list[LoweredCase]) -> str:
     fn.name = yours
     lines = original.splitlines()
     # the user's entry keeps its text; only its name changes, at its own line
-    def_line = fn.lineno - 1 + len(fn.decorator_list)
+    def_line = fn.lineno - 1  # the `def` line itself, decorators above it
     lines[def_line] = re.sub(rf"\bdef {re.escape(entry)}\b", f"def {yours}", lines[def_line], 1)
     returns = f" -> {ast.unparse(fn.returns)}" if fn.returns else ""
     dispatch = [f"def {entry}({ast.unparse(a)}){returns}:"]
@@ -215,4 +236,9 @@ def transplant(original: str, entry: str, cases: list[LoweredCase]) -> str:
     if "libdevice." in "\n".join(added) and "libdevice" not in original:
         extra_imports = "from triton.language.extra import libdevice\n"
     text = "\n".join(lines).rstrip("\n") + "\n" + header + extra_imports
-    return text + "\n\n" + "\n\n\n".join(s.rstrip("\n") for s in added) + "\n"
+    text += "\n\n" + "\n\n\n".join(s.rstrip("\n") for s in added) + "\n"
+    try:  # what parses may still not compile (a repeated keyword, a repeated parameter)
+        compile(text, "<lowered>", "exec")
+    except (SyntaxError, ValueError, RecursionError, MemoryError) as e:
+        raise NotTranslated(f"the written module does not compile: {str(e)[:120]}") from None
+    return text
