@@ -22,6 +22,7 @@ from ..evaluate.candidate import candidate_id
 from ..evaluate.pool import WorkerDied
 from ..mutate.lowering.output_code import NotTranslated
 from ..mutate.lowering.transplant import transplant
+from .evaluation import MIN_CALL_S
 from .meter import Meter
 from .node import ORIGINAL, Node
 
@@ -31,7 +32,6 @@ GPU_MODES = ("default", "max-autotune-no-cudagraphs")
 # benchmarks its own configurations, and a search that spends its budget there finds nothing
 # else.
 SHARE_OF_BUDGET = 1 / 3
-MIN_CALL_S = 5.0
 
 
 def wanted(gpu: bool, asked: bool | None) -> bool:
@@ -40,6 +40,8 @@ def wanted(gpu: bool, asked: bool | None) -> bool:
 
 
 class LoweringStep:
+    """The lowering of one search: its variants, and torch.compile's times per case (GPU)."""
+
     def __init__(self, task, original: str, seed: int, gpu: bool):
         self.task, self.original, self.seed, self.gpu = task, original, seed, gpu
         self.compile_us: list[dict[str, float]] = []  # per case: µs per mode (GPU)
