@@ -1,9 +1,9 @@
 """From Inductor's output code to a candidate of the user's module.
 
 The candidate keeps the user's module whole and adds, per case torch.compile was run on, the
-compiler's kernels (readable names: the reference's argument names for `in_ptr0`, `out` for what
-is returned) and a function that launches them with the configuration Inductor chose made
-explicit. The entry dispatches: on arguments exactly like a lowered case's (shapes, strides,
+compiler's kernels (named after Inductor's, `inductor_per_fused_softmax_0_case0`; their
+parameters keep Inductor's `in_ptr0`, `out_ptr0`) and a function that launches them with the
+configuration Inductor chose made explicit, its arguments named as the entry names them. The entry dispatches: on arguments exactly like a lowered case's (shapes, strides,
 dtypes, scalar values: the compiled code was specialised for those) it runs that case's
 kernels, anywhere else the user's own launcher, renamed `_<entry>_yours`, runs as before. A
 variant is therefore never wrong off the shapes it was compiled for, and the search's dispatch
