@@ -35,6 +35,14 @@ def test_the_compilers_kernels_become_a_variant_the_judge_accepts(pool, op):
     # the user's launcher stays, renamed, for every other argument; Inductor's helpers inlined
     assert f"def _{task.entry}_yours(" in source and "torch._inductor" not in source
     assert "@triton.jit\ndef inductor_" in source
+    # the kernels' pointers are named after what they point at, in the entry's words
+    entry_params = {
+        "softmax": ["x"],
+        "rmsnorm": ["x", "weight"],
+        "cross_entropy": ["logits", "target"],
+    }
+    assert all(f"{p}_ptr" in source for p in entry_params[op]), source
+    assert "out_ptr" in source and "in_ptr0" not in source
     report = verify(pool, task, source, "cpu")
     assert report.accepted, report.message
 

@@ -46,8 +46,11 @@ def _case_function(
     program: CompiledProgram,
     names: dict[str, str],
     params: list[str],
+    pointers: dict[str, dict[str, str]] | None = None,
 ) -> str:
-    """One case's launcher: its arguments named as the entry names them."""
+    """One case's launcher: its arguments named as the entry names them. `pointers` receives,
+    per kernel, readable names for its pointer parameters (`in_ptr0` → `x_ptr`, the returned
+    buffer's → `out_ptr`)."""
     args = [params[i] for i in case.inputs]
     rename = dict(zip(program.inputs, args))
     tensor = next((p for p, g in zip(params, case.guard) if g[0] == "tensor"), None)
@@ -69,6 +72,8 @@ def _case_function(
             body.append(line)
     if not translation.returned:
         raise NotTranslated("the compiled wrapper returns nothing")
+    if pointers is not None:
+        _name_pointers(translation, program, rename, pointers)
     text = "\n".join(body)
     if rename:  # one pass, whatever the number of inputs
         names_re = re.compile(r"\b(" + "|".join(map(re.escape, rename)) + r")\b")
@@ -129,10 +134,55 @@ def _guard_expression(case: LoweredCase, params: list[str], defaults: dict[str, 
     return " and ".join(terms) or "True"
 
 
-def _rename_kernel(kernel: CompiledKernel, new_name: str, used: set[str]) -> str:
+POINTER = re.compile(r"(in|out|in_out)_ptr\d+")
+
+
+def _name_pointers(translation, program: CompiledProgram, inputs: dict, pointers: dict) -> None:
+    """What each kernel's pointer parameters point at, in the entry's words: an input by the
+    entry's parameter, a returned buffer as `out` (`out0`, `out1`, …), a buffer between kernels
+    by the wrapper's name for it (`buf1`)."""
+    out = translation.returned
+    for kernel_name, bound in translation.launches:
+        kernel = program.kernels[kernel_name]
+        chosen = pointers.setdefault(kernel_name, {})
+        for param, arg in zip(kernel.params, bound):
+            if not POINTER.fullmatch(param) or arg is None:
+                continue
+            if arg in inputs:
+                readable = f"{inputs[arg]}_ptr"
+            elif arg in out:
+                readable = "out_ptr" if len(out) == 1 else f"out{out.index(arg)}_ptr"
+            else:  # a buffer of the wrapper's own, between kernels
+                readable = f"{arg}_ptr"
+            if chosen.get(param, readable) == readable and readable not in chosen.values():
+                chosen[param] = readable
+
+
+class _Renamed(ast.NodeTransformer):
+    def __init__(self, names: dict[str, str]):
+        self.names = names
+
+    def visit_Name(self, node: ast.Name):
+        node.id = self.names.get(node.id, node.id)
+        return node
+
+    def visit_arg(self, node: ast.arg):
+        node.arg = self.names.get(node.arg, node.arg)
+        return node
+
+
+def _rename_kernel(
+    kernel: CompiledKernel, new_name: str, used: set[str], pointers: dict[str, str] | None = None
+) -> str:
     tree = ast.parse(kernel.source)
     fn = tree.body[0]
     fn.name = new_name
+    if pointers:
+        taken = {n.id for n in ast.walk(fn) if isinstance(n, ast.Name)} | {
+            a.arg for a in fn.args.args
+        }
+        safe = {old: new for old, new in pointers.items() if new not in taken}
+        fn = _Renamed(safe).visit(fn)
     return ast.unparse(helpers.rewrite(tree, used))
 
 
@@ -192,13 +242,13 @@ def transplant(original: str, entry: str, cases: list[LoweredCase]) -> str:
         try:
             _checked(case, len(params))
             program = read(case.output_code)
-            names = {}
-            for k, kernel in program.kernels.items():
-                names[k] = f"{_readable(k, len(kernels))}_case{index}"
-                kernels.append(_rename_kernel(kernel, names[k], used))
+            names = {k: f"{_readable(k, i)}_case{index}" for i, k in enumerate(program.kernels)}
             name = f"_{entry}_compiled_case{index}"
             params_of = params[: len(case.guard)]
-            functions.append(_case_function(name, case, program, names, params_of))
+            pointers: dict[str, dict[str, str]] = {}
+            functions.append(_case_function(name, case, program, names, params_of, pointers))
+            for k, kernel in program.kernels.items():
+                kernels.append(_rename_kernel(kernel, names[k], used, pointers.get(k)))
             guards.append((_guard_expression(case, params, defaults), name, len(case.guard)))
         except NotTranslated:
             raise

@@ -56,6 +56,8 @@ class Translation:
         self.program, self.names, self.configs, self.device = program, names, configs, device
         self.known = set(program.inputs)
         self.returned: list[str] = []
+        # per launch: the kernel and the name bound to each runtime argument (None: a number)
+        self.launches: list[tuple[str, list[str | None]]] = []
 
     def _name(self, e: ast.expr) -> bool:
         return isinstance(e, ast.Name) and e.id in self.known
@@ -98,6 +100,8 @@ class Translation:
             if not all(self._operand(a) for a in call.args):
                 raise NotTranslated(f"`{name}` is launched with `{ast.unparse(call)[:80]}`")
             kernel = self.program.kernels[name]
+            bound = [a.id if isinstance(a, ast.Name) else None for a in call.args]
+            self.launches.append((name, bound))
             return launch(kernel, self.names[name], call.args, self.configs.get(name))
         if func.startswith("extern_kernels."):
             raise NotTranslated(
