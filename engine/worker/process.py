@@ -103,6 +103,8 @@ def _serve(device: str, rfd: int, wfd: int) -> None:
             return
         fatal = False
         imports = watch.imports if watch is not None else 0
+        if watch is not None and not isinstance(req, m.Ping):
+            watch.began()
         try:
             if judge and not isinstance(
                 req, (m.Ping, m.RunHarness, m.MeasureCeilings, m.LowerReference)
