@@ -5,7 +5,7 @@ from __future__ import annotations
 import msgspec
 
 from kernelbrain.engine.api.facts import CaseBench, Ceilings
-from kernelbrain.engine.profile.measured import classify, measured_findings
+from kernelbrain.engine.profile.measured import classify, compiler_findings, measured_findings
 from kernelbrain.engine.profile.ncu import parse_csv
 from kernelbrain.engine.profile.whole_program import rank, workspace_kernels
 
@@ -47,6 +47,43 @@ def test_roofline_classes_and_findings():
         ("latency", 0.06),
     ]
     assert [f[0] for f in measured_findings(places)] == ["KB301", "KB302", "KB303"]
+
+
+def test_a_case_the_compiler_does_better_is_a_kb304_naming_both_times():
+    """Only cases where the better torch.compile mode beats the user's kernel beyond timing noise;
+    the search's best variant is named where it beats the compiler there."""
+    from kernelbrain.engine.api.budget import Budget, Spent
+    from kernelbrain.engine.api.results import (
+        BaselineCase,
+        BudgetReport,
+        CandidateCounts,
+        CaseValue,
+        SearchResult,
+        Variant,
+    )
+
+    modes = lambda d, m: {"default": d, "max-autotune-no-cudagraphs": m}  # noqa: E731
+    baseline = [
+        BaselineCase("slow", 100.0, True, compile_us=modes(80.0, 60.0)),
+        BaselineCase("noise", 100.0, True, compile_us=modes(98.0, 99.0)),
+        BaselineCase("ahead", 50.0, True, compile_us=modes(70.0, 80.0)),
+        BaselineCase("untimed", 50.0, True),
+    ]
+    cases = [CaseValue(b.label, b.time_us, b.time_us / 2, 2.0) for b in baseline]
+    variant = Variant("v1", "config", "", 2.0, cases, [], True, "", "")
+
+    def result(variants, best):
+        return SearchResult(kernel="k", file="f.py", device="cuda:0", measured=True,
+                            baseline=baseline, variants=variants, best=best, time_to_best_s=None,
+                            budget=BudgetReport(Budget(), Spent()), candidates=CandidateCounts(),
+                            stopped="budget")  # fmt: skip
+
+    (found,) = compiler_findings(result([variant], "v1"))
+    assert found[0] == "KB304" and found[1] == "warning"
+    assert "slow: 100.0 µs" in found[2] and "(max-autotune-no-cudagraphs) takes 60.0 µs" in found[2]
+    assert "1.67× faster" in found[2] and "best variant takes 50.0 µs" in found[2]
+    (alone,) = compiler_findings(result([], None))
+    assert alone[2].endswith("no variant of the last search beats it there.")
 
 
 def test_a_reduction_is_held_to_the_read_stream_and_everything_else_to_the_copy():

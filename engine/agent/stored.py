@@ -14,7 +14,7 @@ from pathlib import Path
 import msgspec
 
 from ..api.results import SearchResult
-from ..profile.measured import measured_findings, places_from_result
+from ..profile.measured import compiler_findings, measured_findings, places_from_result
 from ..store import Store
 from ..task.discover import harness_config
 from ..task.layout import results_database, store_root
@@ -22,10 +22,12 @@ from . import protocol as p
 
 
 def measured(result: SearchResult | None) -> list[p.MeasuredFinding]:
-    """The KB3xx findings of a measured search (none for estimates)."""
+    """The KB3xx findings of a measured search (none for estimates): the roofline's, and where
+    torch.compile of the reference beats the kernel (KB304)."""
     if result is None or not result.measured:
         return []
-    return [p.MeasuredFinding(*f) for f in measured_findings(places_from_result(result))]
+    found = measured_findings(places_from_result(result)) + compiler_findings(result)
+    return [p.MeasuredFinding(*f) for f in found]
 
 
 def _latest_result(store: Store, path: str, kernel: str) -> SearchResult | None:

@@ -1,5 +1,6 @@
 """The measured view: a case's time against the device's ceilings gives its roofline class and,
-where it falls short, a KB3xx diagnostic that says by how much."""
+where it falls short, a KB3xx diagnostic that says by how much; a case where torch.compile of
+the reference beats the kernel as the user has it, a KB304 that says by how much."""
 
 from __future__ import annotations
 
@@ -9,6 +10,9 @@ from ..api.facts import CaseBench, Ceilings
 from .roofs import bandwidth_roof
 
 LATENCY_BOUND_US = 10.0  # below this a kernel is dominated by launch and memory latency
+# Two kernels timed in one process differ by a few percent from run to run: below this ratio the
+# compiler is not said to be faster.
+COMPILER_MARGIN = 1.03
 
 
 class RooflinePlace(msgspec.Struct):
@@ -129,4 +133,33 @@ def places_from_result(result) -> list[RooflinePlace]:
             written,
         )
         out.append(classify(case, ce))
+    return out
+
+
+def compiler_findings(result) -> list[tuple[str, str, str]]:
+    """(code, severity, message): KB304 per case where torch.compile of the reference (the better
+    mode, timed by the search beside the original) is faster than the kernel as the user has it,
+    with the search's best variant when it beats the compiler there."""
+    out = []
+    best = next((v for v in result.variants if v.id == result.best), None)
+    for base in result.baseline:
+        compiled = base.compiled_best_us()
+        if not compiled or not base.time_us or base.time_us <= compiled * COMPILER_MARGIN:
+            continue
+        mode = min(base.compile_us, key=base.compile_us.get)
+        ours = next((c for c in best.per_case if c.label == base.label), None) if best else None
+        offer = (
+            f"; the search's best variant takes {ours.value_us:.1f} µs there"
+            if ours is not None and ours.value_us and ours.value_us < compiled
+            else "; no variant of the last search beats it there"
+        )
+        out.append(
+            (
+                "KB304",
+                "warning",
+                f"{base.label}: {base.time_us:.1f} µs, while torch.compile of the reference "
+                f"({mode}) takes {compiled:.1f} µs, {base.time_us / compiled:.2f}× faster"
+                f"{offer}.",
+            )
+        )
     return out

@@ -368,4 +368,9 @@ async def test_a_variant_says_where_it_stands_against_torch_compile(examples_cop
         types.HoverParams(text_document=doc(uri), position=where.start)
     )
     assert "1.10x the speed of torch.compile of your reference" in hover.contents.value
+    # the kernel as the user has it (2686 µs) is slower than the compiler (1850 µs): KB304 says so
+    await wait_until(lambda: "KB304" in codes(client, uri), what="the slower-than-compiler finding")
+    kb304 = next(d for d in client.diagnostics[uri] if d.code == "KB304")
+    assert "torch.compile of the reference (default) takes 1850.0 µs, 1.45× faster" in kb304.message
+    assert "the search's best variant takes 1678.8 µs there" in kb304.message
     await stop_client(client)
