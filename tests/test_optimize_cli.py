@@ -253,6 +253,11 @@ def test_a_search_with_lowering_starts_from_the_compilers_kernels(tmp_path):
     assert not [n for n in out["notes"] if "torch.compile" in n], out["notes"]
     # the user's file is untouched: the variant is offered, not applied
     assert "inductor_" not in (ws / "ops" / "rmsnorm.py").read_text()
+    # the next search of the kernel takes torch.compile's answer from the store
+    again = optimize(ws, "rmsnorm", "--lowering", "--no-memory", "--max-candidates", "1")
+    assert again.returncode == 0, again.stderr[-2000:]
+    notes = json.loads(again.stdout)["notes"]
+    assert any("torch.compile (default) of the reference: as compiled on" in n for n in notes)
 
 
 def test_lowering_is_on_by_default_on_a_gpu_only():

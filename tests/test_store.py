@@ -119,18 +119,25 @@ def test_rows_written_on_another_machine_are_not_evidence(tmp_path, monkeypatch)
     theirs.record_outcome("k", "c1", "cpu", "full", True, None, "", {"timing": {"speedup": 9}})
     sid = theirs.start_search("k", "f.py", "kern", "cpu")
     theirs.finish_search(sid, "finished", {"best": "c1"})
+    theirs.save_lowering("L", {"compile_us": {"default": [0.1]}})  # "the compiler is slow"
     assert theirs.outcomes("k", "cpu") and theirs.candidate("k", "c1")  # theirs, to them
+    assert theirs.lowering("L")[0] == {"compile_us": {"default": [0.1]}}
     theirs.close()
     monkeypatch.setenv("KERNELBRAIN_STATE_DIR", str(tmp_path / "here"))
     ours = Store(tmp_path)
     assert ours.candidate("k", "c1") is None
     assert ours.outcomes("k", "cpu") == {}
     assert ours.latest_result("f.py", "kern") is None
+    assert ours.lowering("L") is None
     # an edited row loses its seal too, even on the machine that wrote it
     ours.add_candidate("k", "c2", "src", "config", None, "ours", False)
     ours.record_outcome("k", "c2", "cpu", "full", False, "mismatch", "wrong", {})
     ours._exec("UPDATE outcomes SET passed=1, reason=NULL WHERE candidate_id='c2'")
     assert ours.candidate("k", "c2") is not None and ours.outcomes("k", "cpu") == {}
+    ours.save_lowering("M", {"compile_us": {"default": [50.0]}})
+    assert ours.lowering("M")[0] == {"compile_us": {"default": [50.0]}}
+    ours._exec("UPDATE lowerings SET result=replace(result, '50.0', '5.0') WHERE key='M'")
+    assert ours.lowering("M") is None
     ours.close()
     assert seal.key_dir() == tmp_path / "here"
 

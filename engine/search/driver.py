@@ -125,7 +125,7 @@ class Search:
         )
         self.llm = llm
         self.llm_step = LLMStep(llm, task, seed, self.ledger.notes) if llm is not None else None
-        self.lowering = LoweringStep.if_wanted(lowering, task, self.original, seed, self.gpu)
+        self.lowering = LoweringStep.if_wanted(lowering, task, self.original, seed, self.gpu, store)
 
     def baseline(self) -> None:
         """The original through its whole harness and timing (`start.check_original`)."""

@@ -22,7 +22,9 @@ from ..evaluate.candidate import candidate_id
 from ..evaluate.pool import WorkerDied
 from ..mutate.lowering.output_code import NotTranslated
 from ..mutate.lowering.transplant import transplant
+from ..store import Store
 from .evaluation import MIN_CALL_S
+from .lowering_cache import LoweringCache
 from .meter import Meter
 from .node import ORIGINAL, Node
 
@@ -42,14 +44,42 @@ def wanted(gpu: bool, asked: bool | None) -> bool:
 class LoweringStep:
     """The lowering of one search: its variants, and torch.compile's times per case (GPU)."""
 
-    def __init__(self, task, original: str, seed: int, gpu: bool):
+    def __init__(self, task, original: str, seed: int, gpu: bool, store: Store | None = None):
         self.task, self.original, self.seed, self.gpu = task, original, seed, gpu
+        self.store = store  # where torch.compile's answers are kept (`LoweringCache`)
         self.compile_us: list[dict[str, float]] = []  # per case: µs per mode (GPU)
 
     @classmethod
-    def if_wanted(cls, asked: bool | None, task, original: str, seed: int, gpu: bool):
+    def if_wanted(cls, asked: bool | None, task, original: str, seed: int, gpu: bool, store=None):
         """The step, where the request wants it (`wanted`); else None."""
-        return cls(task, original, seed, gpu) if wanted(gpu, asked) else None
+        return cls(task, original, seed, gpu, store) if wanted(gpu, asked) else None
+
+    def _cache(self, call: Callable, device: str) -> LoweringCache | None:
+        """The store's answers for this task on this device (its identity from a ping)."""
+        if self.store is None:
+            return None
+        try:
+            ready = call(device, m.Ping(), MIN_CALL_S)
+        except WorkerDied:
+            return None
+        if not isinstance(ready, m.Ready):
+            return None
+        identity = f"{ready.device_name}|torch {ready.torch}|triton {ready.triton}"
+        return LoweringCache(self.store, self.task, self.seed, identity)
+
+    def _answer(self, call, device: str, mode: str, timeout: float, cache, notes: list[str]):
+        """torch.compile's answer for `mode`: the store's, else the judge's (then stored)."""
+        kept = cache.get(mode) if cache is not None else None
+        if kept is not None:
+            notes.append(
+                f"torch.compile ({mode}) of the reference: as compiled on {kept[1]} "
+                "(kept in the store), not compiled again"
+            )
+            return kept[0]
+        answer = call(device, m.LowerReference(self.task, self.seed, [mode]), timeout)
+        if cache is not None and isinstance(answer, facts.LoweringResult) and answer.cases:
+            cache.put(mode, answer)
+        return answer
 
     def nodes(self, call: Callable, device: str, meter: Meter, notes: list[str]) -> list[Node]:
         """One node per torch.compile mode whose kernels the transplant could write; what
@@ -57,13 +87,14 @@ class LoweringStep:
         modes = list(GPU_MODES if self.gpu else GPU_MODES[:1])
         deadline = meter.tick().wall_s + SHARE_OF_BUDGET * meter.left_s()
         cases: list[facts.LoweredCase] = []
+        cache = self._cache(call, device)
         for mode in modes:  # one call each: max-autotune's tuning may not fit, default's does
             timeout = deadline - meter.tick().wall_s
             if timeout < MIN_CALL_S:
                 notes.append(f"torch.compile ({mode}) of the reference: no time left for it")
                 break
             try:
-                answer = call(device, m.LowerReference(self.task, self.seed, [mode]), timeout)
+                answer = self._answer(call, device, mode, timeout, cache, notes)
             except WorkerDied as died:
                 notes.append(f"torch.compile ({mode}) of the reference stopped: {died.message}")
                 break

@@ -98,6 +98,12 @@ CREATE TABLE IF NOT EXISTS profiles (
     total_us REAL NOT NULL,
     rows TEXT NOT NULL
 );
+CREATE TABLE IF NOT EXISTS lowerings (
+    key TEXT PRIMARY KEY,
+    result TEXT NOT NULL,
+    created REAL NOT NULL,
+    seal TEXT NOT NULL
+);
 CREATE TABLE IF NOT EXISTS search_locks (
     file TEXT NOT NULL,
     kernel TEXT NOT NULL,
@@ -493,6 +499,23 @@ class Store:
                 if r.get("kernel") == kernel and r.get("file") == file:
                     return {"script": script} | r
         return None
+
+    # -- torch.compile of a reference (search/lowering_cache.py) --------------------------------
+    def save_lowering(self, key: str, result: Any) -> None:
+        text = _dumps(result)
+        self._exec(
+            "INSERT OR REPLACE INTO lowerings VALUES (?,?,?,?)",
+            (key, text, time.time(), seal("lowering", key, text)),
+        )
+
+    def lowering(self, key: str) -> tuple[dict, float] | None:
+        """(what was stored under `key`, when), if this machine stored it (sealed)."""
+        row = self._exec(
+            "SELECT result, created, seal FROM lowerings WHERE key=?", (key,)
+        ).fetchone()
+        if row is None or not sealed(row[2], "lowering", key, row[0]):
+            return None
+        return json.loads(row[0]), row[1]
 
     def latest_result(self, file: str, kernel: str) -> dict | None:
         done = [
