@@ -10,14 +10,19 @@ them, so their originals fail their own harness on a machine without a GPU:
 - bf16 values are stored as raw 16-bit patterns and arithmetic, comparisons, reductions and
   `tl.dot` run on those integers; fp32 -> bf16 casts truncate where a GPU rounds to nearest;
 - `tl.reduce` with a combine function of the kernel's own (Inductor's NaN-propagating
-  `max2`, Welford) calls it once per element from Python: a 3×1500 softmax took 7.7 s.
+  `max2`, Welford) calls it once per element from Python: a 3×1500 softmax took 7.7 s;
+- every call of a `@triton.jit` helper inside a kernel patches the language module again (all
+  its members looked up through `inspect`), though the launch already patched it for the whole
+  grid: a quarter of a CPU verdict's time.
 
 `install()` patches the interpreter in the worker process that runs it (never a compiling or
 GPU process): floats become fp32 scalars, libdevice calls compute through NumPy (each
 symbol's function in `_LIBDEVICE`), and bf16 computes through fp32 with round-to-nearest-even
 results, as the GPU's bf16 units round, and a reduction with its own combine function combines
 adjacent pairs of whole slices, log2(n) calls, keeping the order an associative combine needs
-(a combine that cannot take slices falls back to the element-wise walk). What it does not cover raises `InterpreterGap`, so the
+(a combine that cannot take slices falls back to the element-wise walk), and a helper called
+inside a launch that already patched its language modules patches nothing again. What it does
+not cover raises `InterpreterGap`, so the
 harness can say that the interpreter, not the kernel, stopped the run.
 `tests/gpu/test_interpreter_compat.py` checks each part against compiled results on a GPU.
 """
@@ -370,8 +375,57 @@ def install() -> None:
     _install_libdevice()
     _install_bf16()
     _install_pairwise_reduce()
+    _install_patch_once_per_launch()
     install_device_guards()
     _INSTALLED = True
+
+
+def _install_patch_once_per_launch() -> None:
+    """The language patch of a launch (`GridExecutor`) covers its whole grid: a helper's call
+    inside it (`InterpretedFunction.__call__` patches on every call, restoring nothing) patches
+    again only where its globals hold a language module not patched yet in this launch (once
+    per launch, not once per program and call: `tl.sum` in a row-wise kernel patched
+    `triton.language.core` once per row)."""
+    import inspect
+
+    from triton import language as tl
+    from triton.runtime import interpreter
+
+    original = interpreter._patch_lang
+    covering: list[frozenset[int]] = []  # the language modules each active launch patched
+
+    def langs(fn) -> frozenset[int]:
+        return frozenset(
+            id(v) for v in fn.__globals__.values() if inspect.ismodule(v) and v in (tl, tl.core)
+        )
+
+    class LaunchScope:
+        """A launch's patch: its restore ends what it covers."""
+
+        def __init__(self, scope, covered: frozenset[int]):
+            self.scope = scope
+            covering.append(covered)
+
+        def __getattr__(self, name):
+            return getattr(self.scope, name)
+
+        def restore(self) -> None:
+            covering.pop()
+            self.scope.restore()
+
+    def patch_lang(fn):
+        mine = langs(fn)
+        if covering and mine <= covering[-1]:
+            return interpreter._LangPatchScope()  # inside a launch that patched these already
+        if covering:  # a helper reaching a module the launch did not patch (`tl.max`, whose
+            # module holds `core`): Triton patches it and never restores it, so it stays
+            # patched for the rest of the launch
+            scope = original(fn)
+            covering[-1] |= mine
+            return scope
+        return LaunchScope(original(fn), mine)
+
+    interpreter._patch_lang = patch_lang
 
 
 def _install_pairwise_reduce() -> None:
