@@ -221,6 +221,46 @@ def test_the_prompt_carries_the_roofline_and_what_paid_on_similar_kernels():
     assert "roofline" not in bare and "similar kernels" not in bare
 
 
+def test_the_prompt_shows_what_torch_compile_writes_and_its_times_scrubbed():
+    """Where the search lowered the reference: torch.compile's time per case beside the
+    original's, and Inductor's kernels with the configuration it chose, scrubbed of secrets
+    (the reference is workspace code, and so is what the compiler made of it)."""
+    from kernelbrain.engine.llm.prompt import Diagnosis, proposal_messages
+    from kernelbrain.engine.mutate import MutationContext
+    from kernelbrain.engine.search.llm_step import compiler_lines
+    from kernelbrain.engine.search.lowering_step import compiler_kernels
+    from kernelbrain.engine.search.population import Population
+    from kernelbrain.engine.task import find_task
+
+    from .mutate.test_lowering import case_with
+
+    secret = "sk-" + "a1B2c3D4e5F6g7H8i9J0k1L2m3N4o5P6"
+    kernels = compiler_kernels([case_with(kernel_line=f"note = '{secret}'")])
+    assert kernels.startswith("# triton_poi_0 (default): {'XBLOCK': 64}, num_warps=4")
+    assert "def triton_poi_0(in_ptr0, out_ptr0, xnumel" in kernels and secret in kernels
+    assert "triton_heuristics" not in kernels  # the kernel alone, not Inductor's decorator
+    pop = Population(gpu=True)
+    pop.labels, pop.baseline_us = ["float32[64]"], [9.0]
+    pop.compile_us = [{"default": 6.0, "max-autotune-no-cudagraphs": 5.5}]
+    lines = compiler_lines(pop)
+    assert lines == [
+        "float32[64]: the original 9.0 µs, torch.compile (max-autotune-no-cudagraphs) 5.5 µs"
+    ]
+    task = find_task(EXAMPLES / "ops" / "gelu.py", "gelu_kernel")
+    prompt = proposal_messages(
+        MutationContext(task, ORIGINAL),
+        Diagnosis(measured=True, compiler=lines, compiler_kernels=kernels),
+    )[-1]["content"]
+    assert "torch.compile of the task's reference, timed beside the original" in prompt
+    assert "- float32[64]: the original 9.0 µs" in prompt
+    assert "What torch.compile writes for the reference" in prompt
+    assert "def triton_poi_0(" in prompt and secret not in prompt
+    assert (
+        "torch.compile"
+        not in proposal_messages(MutationContext(task, ORIGINAL), Diagnosis())[-1]["content"]
+    )
+
+
 def test_llm_settings_come_from_the_environment_then_the_flags_and_bad_values_are_named():
     from kernelbrain.engine.llm.settings import from_environment
 

@@ -3,7 +3,9 @@
 One focused change per proposal, so that a failure teaches something. The model sees the
 module as it stands (the parent candidate), the kernel and entry names it must keep, the
 harness's cases and tolerances, the static findings on the source, what the compiler did with
-it (KB2xx), where the original stands on the roofline (KB3xx, when measured), what made the best
+it (KB2xx), where the original stands on the roofline (KB3xx, when measured), torch.compile's
+time per case and the Triton kernels it writes for the reference (where the search lowered
+it), what made the best
 variants of similar kernels before (the experience memory), the best so far, and what was
 already tried with how it ended. Every piece of workspace text that goes in is scrubbed of
 secrets and cut to size: the workspace is untrusted, and the endpoint is someone else's server.
@@ -21,6 +23,7 @@ from ..rules import check_module
 SOURCE_LIMIT = 24_000  # characters of the module shown (a kernel file is rarely longer)
 TRIED_SHOWN = 8
 FAILURE_LIMIT = 600
+COMPILER_LIMIT = 6_000  # characters of Inductor's kernels shown (a fused kernel is ~1-3k)
 
 SYSTEM = """You are an expert in writing fast Triton GPU kernels for NVIDIA Hopper (H100/H200, sm_90).
 You improve one kernel of a Python module, one focused change at a time, and answer with JSON:
@@ -50,6 +53,8 @@ class Diagnosis:
     compiled: list[str] = field(default_factory=list)  # KB2xx on the module shown
     roofline: list[str] = field(default_factory=list)  # per case: the original's place (KB3xx)
     past_wins: list[str] = field(default_factory=list)  # chains that paid on similar kernels
+    compiler: list[str] = field(default_factory=list)  # per case: the original vs torch.compile
+    compiler_kernels: str = ""  # Inductor's Triton kernels of the reference (one case)
 
 
 def _scrubbed(text: str, limit: int) -> str:
@@ -121,6 +126,19 @@ def proposal_messages(ctx, diagnosis: Diagnosis) -> list[dict]:
         parts.append(
             "Where the original stands (roofline, measured):\n"
             + "\n".join(f"- {_scrubbed(f, 300)}" for f in diagnosis.roofline[:8])
+        )
+    if diagnosis.compiler:
+        parts.append(
+            "torch.compile of the task's reference, timed beside the original (the user has "
+            "this for free; beat it):\n"
+            + "\n".join(f"- {_scrubbed(f, 300)}" for f in diagnosis.compiler[:8])
+        )
+    if diagnosis.compiler_kernels:
+        parts.append(
+            "What torch.compile writes for the reference (Inductor's Triton kernels, with the "
+            "configuration it chose; the search already tries them as they are):\n```python\n"
+            + _scrubbed(diagnosis.compiler_kernels, COMPILER_LIMIT)
+            + "\n```"
         )
     if diagnosis.past_wins:
         parts.append(

@@ -224,6 +224,7 @@ class Search:
                 self.evaluator.call, self.device, self.meter, self.ledger.notes
             )
             self.population.compile_us = self.lowering.compile_us
+            self.population.compiler_kernels = self.lowering.kernels
             if lowered:
                 self.ladder.generation(lowered)
         replayed = self.experience.replays(set(self.population.nodes), self.llm_step)

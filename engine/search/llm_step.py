@@ -103,6 +103,8 @@ class LLMStep:
             compiled=compiled_lines(parent) if parent is not None else [],
             roofline=list(pop.roofline),
             past_wins=list(self.past_wins),
+            compiler=compiler_lines(pop),
+            compiler_kernels=pop.compiler_kernels,
         )
 
     def _node(self, mutation, parent: Node | None, meter: Meter, seen: set[str]) -> Node | None:
@@ -127,6 +129,19 @@ class LLMStep:
             text = f"an LLM proposal failed: {error}"
             if text not in self.notes:
                 self.notes.append(text)
+
+
+def compiler_lines(pop: Population) -> list[str]:
+    """Per case, the original's time beside torch.compile's of the reference (GPU searches
+    that lowered it): where the compiler already beats the user's kernel."""
+    out = []
+    for label, ours, compiled in zip(pop.labels, pop.baseline_us, pop.compile_us):
+        if compiled and pop.gpu:
+            mode = min(compiled, key=compiled.get)
+            out.append(
+                f"{label}: the original {ours:.1f} µs, torch.compile ({mode}) {compiled[mode]:.1f} µs"
+            )
+    return out
 
 
 def compiled_lines(node: Node) -> list[str]:

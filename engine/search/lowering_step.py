@@ -20,7 +20,7 @@ from .. import protocol as m
 from ..api import facts
 from ..evaluate.candidate import candidate_id
 from ..evaluate.pool import WorkerDied
-from ..mutate.lowering.output_code import NotTranslated
+from ..mutate.lowering.output_code import NotTranslated, read
 from ..mutate.lowering.transplant import transplant
 from ..store import Store
 from .evaluation import MIN_CALL_S
@@ -48,6 +48,7 @@ class LoweringStep:
         self.task, self.original, self.seed, self.gpu = task, original, seed, gpu
         self.store = store  # where torch.compile's answers are kept (`LoweringCache`)
         self.compile_us: list[dict[str, float]] = []  # per case: µs per mode (GPU)
+        self.kernels = ""  # Inductor's kernels for one case, for the LLM (`compiler_kernels`)
 
     @classmethod
     def if_wanted(cls, asked: bool | None, task, original: str, seed: int, gpu: bool, store=None):
@@ -108,6 +109,7 @@ class LoweringStep:
                 if us is not None:
                     self.compile_us[i][mode] = us
             notes.extend(f"torch.compile's kernels not offered ({why})" for why in answer.declined)
+        self.kernels = compiler_kernels(cases)
         out, seen = [], set()
         for mode in modes:
             of_mode = [c for c in cases if c.mode == mode]
@@ -135,3 +137,26 @@ class LoweringStep:
             )
             out.append(Node(cid, source, NAME, description, ORIGINAL, t=meter.tick().wall_s))
         return out
+
+
+def compiler_kernels(cases: list[facts.LoweredCase]) -> str:
+    """Inductor's Triton kernels for the first case of the last mode that compiled (max-autotune's
+    where it ran), each headed by the configuration it chose: what the LLM is shown as what the
+    compiler writes for the reference (the prompt scrubs and cuts it)."""
+    if not cases:
+        return ""
+    case = next(c for c in cases if c.mode == cases[-1].mode)
+    try:
+        program = read(case.output_code)
+    except NotTranslated:
+        return ""
+    parts = []
+    for name, kernel in program.kernels.items():
+        config = case.configs.get(name)
+        chosen = (
+            f": {config.kwargs}, num_warps={config.num_warps}, num_stages={config.num_stages}"
+            if config is not None
+            else ""
+        )
+        parts.append(f"# {name} ({case.mode}){chosen}\n{kernel.source.strip()}")
+    return "\n\n".join(parts)
