@@ -228,7 +228,7 @@ def test_the_prompt_shows_what_torch_compile_writes_and_its_times_scrubbed():
     from kernelbrain.engine.llm.prompt import Diagnosis, proposal_messages
     from kernelbrain.engine.mutate import MutationContext
     from kernelbrain.engine.search.llm_step import compiler_lines
-    from kernelbrain.engine.search.lowering_step import compiler_kernels
+    from kernelbrain.engine.search.lowering_step import compiler_configs, compiler_kernels
     from kernelbrain.engine.search.population import Population
     from kernelbrain.engine.task import find_task
 
@@ -239,6 +239,10 @@ def test_the_prompt_shows_what_torch_compile_writes_and_its_times_scrubbed():
     assert kernels.startswith("# triton_poi_0 (default): {'XBLOCK': 64}, num_warps=4")
     assert "def triton_poi_0(in_ptr0, out_ptr0, xnumel" in kernels and secret in kernels
     assert "triton_heuristics" not in kernels  # the kernel alone, not Inductor's decorator
+    # what it chose goes to the config mutator too (`MutationContext.suggested`), each once
+    assert compiler_configs([case_with(), case_with("pass")]) == [
+        {"XBLOCK": 64, "num_warps": 4, "num_stages": 1}
+    ]
     pop = Population(gpu=True)
     pop.labels, pop.baseline_us = ["float32[64]"], [9.0]
     pop.compile_us = [{"default": 6.0, "max-autotune-no-cudagraphs": 5.5}]

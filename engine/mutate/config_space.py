@@ -449,6 +449,30 @@ def walk(
     return repeats + [o for o in options if o not in repeats]
 
 
+def from_compiler(suggested: dict, lk: LaunchKnobs, uses_dot: bool, staged: bool) -> dict | None:
+    """A configuration torch.compile chose for the reference's kernel, on this launch's knobs:
+    `num_warps`, `num_stages` where stages matter, and tiles where the names leave no doubt (a
+    dot's tiles by their axis letter: `BLOCK_SIZE_M` <- `BLOCK_M`; the one tile of a launch
+    without a dot <- Inductor's one block size, a pointwise kernel's `XBLOCK`). None where it
+    changes nothing of the launch."""
+    blocks = {k: v for k, v in suggested.items() if "BLOCK" in k.upper()}  # not GROUP_M
+    knobs: dict[str, int] = {}
+    if uses_dot:
+        for tile in lk.static:
+            axis = tile.upper()[-1]
+            match = [v for k, v in blocks.items() if k.upper().endswith(axis)]
+            if len(match) == 1:
+                knobs[tile] = match[0]
+    elif len(lk.static) == 1 and len(blocks) == 1:
+        knobs[next(iter(lk.static))] = next(iter(blocks.values()))
+    if suggested.get("num_warps") in WARPS:
+        knobs["num_warps"] = suggested["num_warps"]
+    if staged and suggested.get("num_stages") in STAGES + DOT_STAGES:
+        knobs["num_stages"] = suggested["num_stages"]
+    current = lk.current(staged)
+    return knobs if knobs and {k: current.get(k) for k in knobs} != knobs else None
+
+
 @mutator("config", "retune tile sizes, num_warps and num_stages at the launch site")
 def propose(ctx: MutationContext):
     kv = ctx.kernel
@@ -459,13 +483,17 @@ def propose(ctx: MutationContext):
     rng = random.Random(ctx.seed)
     for index, lv in enumerate(ctx.entry_launches()):
         lk = launch_knobs(ctx, lv)
-        options = walk(ctx, index, lk, uses_dot, pipelined, rng)
+        compiler = [from_compiler(s, lk, uses_dot, pipelined or uses_dot) for s in ctx.suggested]
+        compiler = [c for i, c in enumerate(compiler) if c and c not in compiler[:i]]
+        options = compiler + [o for o in walk(ctx, index, lk, uses_dot, pipelined, rng)]
+        options = [o for i, o in enumerate(options) if i < len(compiler) or o not in compiler]
         made = 0
         for knobs in options:
             source = apply_knobs(ctx, lv, lk, knobs)
             if source is None:
                 continue
-            yield Mutation(source, "config", f"launch with {_describe(knobs)}", knobs)
+            why = " (torch.compile's choice for the reference)" if knobs in compiler else ""
+            yield Mutation(source, "config", f"launch with {_describe(knobs)}{why}", knobs)
             made += 1
             if made >= MAX_PROPOSALS:
                 break

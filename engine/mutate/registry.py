@@ -29,12 +29,16 @@ class Mutation:
 class MutationContext:
     """The parent candidate, parsed, with views of the target kernel and its launches.
     `previous`: the source the parent was made from, where that step paid (the parent is faster
-    on some case), so a walk through a space can repeat a step that paid."""
+    on some case), so a walk through a space can repeat a step that paid. `suggested`: see the
+    field."""
 
     task: Task
     source: str
     seed: int = 0
     previous: str | None = None
+    # Configurations to try first, where they map onto the launch: what torch.compile chose for
+    # the reference's kernels (block sizes by name, `num_warps`, `num_stages`).
+    suggested: list[dict[str, int]] = field(default_factory=list)
     module: ParsedModule = field(init=False)
     kernel: KernelView | None = field(init=False)
     launches: list[LaunchView] = field(init=False)

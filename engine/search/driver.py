@@ -173,7 +173,11 @@ class Search:
         for parent in parents:
             parent.expanded = True
             ctx = MutationContext(
-                self.task, parent.source, seed=self.seed, previous=pop.paid_step(parent)
+                self.task,
+                parent.source,
+                seed=self.seed,
+                previous=pop.paid_step(parent),
+                suggested=pop.compiler_configs,
             )
             for name, mut in self.mutators.items():
                 taken = 0
@@ -225,6 +229,7 @@ class Search:
             )
             self.population.compile_us = self.lowering.compile_us
             self.population.compiler_kernels = self.lowering.kernels
+            self.population.compiler_configs = self.lowering.configs
             if lowered:
                 self.ladder.generation(lowered)
         replayed = self.experience.replays(set(self.population.nodes), self.llm_step)

@@ -49,6 +49,7 @@ class LoweringStep:
         self.store = store  # where torch.compile's answers are kept (`LoweringCache`)
         self.compile_us: list[dict[str, float]] = []  # per case: µs per mode (GPU)
         self.kernels = ""  # Inductor's kernels for one case, for the LLM (`compiler_kernels`)
+        self.configs: list[dict[str, int]] = []  # what it chose, for the config mutator
 
     @classmethod
     def if_wanted(cls, asked: bool | None, task, original: str, seed: int, gpu: bool, store=None):
@@ -110,6 +111,7 @@ class LoweringStep:
                     self.compile_us[i][mode] = us
             notes.extend(f"torch.compile's kernels not offered ({why})" for why in answer.declined)
         self.kernels = compiler_kernels(cases)
+        self.configs = compiler_configs(cases)
         out, seen = [], set()
         for mode in modes:
             of_mode = [c for c in cases if c.mode == mode]
@@ -160,3 +162,19 @@ def compiler_kernels(cases: list[facts.LoweredCase]) -> str:
         )
         parts.append(f"# {name} ({case.mode}){chosen}\n{kernel.source.strip()}")
     return "\n\n".join(parts)
+
+
+def compiler_configs(cases: list[facts.LoweredCase], limit: int = 4) -> list[dict[str, int]]:
+    """The configurations Inductor chose for the reference's kernels (block sizes, warps,
+    stages), max-autotune's first, each once: offered to the user's own kernel by the config
+    mutator (`MutationContext.suggested`)."""
+    out: list[dict[str, int]] = []
+    for case in sorted(cases, key=lambda c: c.mode != GPU_MODES[-1]):
+        for config in case.configs.values():
+            knobs = dict(config.kwargs) | {
+                "num_warps": config.num_warps,
+                "num_stages": config.num_stages,
+            }
+            if knobs not in out:
+                out.append(knobs)
+    return out[:limit]

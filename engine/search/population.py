@@ -30,6 +30,7 @@ class Population:
         # torch.compile of the reference per case, µs per mode (GPU, where the lowering ran)
         self.compile_us: list[dict[str, float]] = []
         self.compiler_kernels = ""  # Inductor's kernels of the reference, for the LLM's prompt
+        self.compiler_configs: list[dict[str, int]] = []  # what it chose, for the config mutator
         self.best_id: str | None = None
         self.best_speedup = 1.0
         self.time_to_best: float | None = None

@@ -154,3 +154,32 @@ def test_config_tells_a_1d_grids_equal_tiles_apart_by_the_sizes_they_mask():
     )
     assert "grid = (triton.cdiv(M, 128) * triton.cdiv(N, 256),)" in big.source
     assert "BLOCK_M=128, BLOCK_N=256, BLOCK_K=64" in big.source
+
+
+def test_what_torch_compile_chose_is_proposed_first_where_it_maps_onto_the_launch():
+    """Inductor's configuration for the reference's kernel (from the lowering) comes before the
+    walk: a pointwise `XBLOCK` onto the one tile, a template's `BLOCK_M/N/K` onto the dot's tiles
+    by axis (`GROUP_M` is no tile), warps and, where stages matter, stages; a configuration that
+    maps onto nothing new is not proposed."""
+    task, source = example("gelu")  # BLOCK=64 at 1 warp
+    pointwise = {"XBLOCK": 1024, "num_warps": 4, "num_stages": 1}
+    first, *rest = MUTATORS["config"].propose(MutationContext(task, source, suggested=[pointwise]))
+    assert first.knobs == {"BLOCK": 1024, "num_warps": 4}
+    assert first.description.endswith("(torch.compile's choice for the reference)")
+    assert "BLOCK=1024" in first.source and "triton.cdiv(n, 1024)" in first.source
+    assert first.knobs not in [m.knobs for m in rest]
+    assert not any("torch.compile" in m.description for m in rest)
+
+    task, source = example("matmul")  # 64 x 64 x 32 tiles
+    template = {"BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 64, "GROUP_M": 8, "num_warps": 8,
+                "num_stages": 4}  # fmt: skip
+    first = next(iter(MUTATORS["config"].propose(MutationContext(task, source,
+                                                                 suggested=[template]))))  # fmt: skip
+    assert first.knobs == {
+        "BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 64, "num_warps": 8, "num_stages": 4
+    }  # fmt: skip
+    # the launch's own configuration, suggested, is nothing new: the walk as without it
+    own = {"XBLOCK": 64, "num_warps": 1, "num_stages": 3}
+    task, source = example("gelu")
+    assert [m.knobs for m in MUTATORS["config"].propose(MutationContext(task, source,
+            suggested=[own]))][:5] == [m.knobs for m in propose("config", task, source)][:5]  # fmt: skip
