@@ -230,6 +230,10 @@ def summarize(
         if len(quick) >= 3
         else None
     )
+    # whether the search lowered the reference (torch.compile's time on its cases), and how
+    # many verified variants started from the compiler's kernels
+    row["lowering"] = any(b.compile_us for b in result.baseline)
+    row["lowered_variants"] = sum(1 for v in result.variants if "lowering" in v.origin)
     if best:
         row["best_origin"], row["best_speedup"], row["best_diff"] = (
             best.origin,

@@ -151,6 +151,18 @@ def latest_suite() -> tuple[list[dict], float | None]:
     return sorted(latest.values(), key=lambda k: order.get(k["op"], len(order))), budget
 
 
+def lowered(kernel: dict) -> str:
+    """The suite table's lowering column: whether the best started from torch.compile's kernels
+    of the reference (the lowering mutator), how many verified variants did; `–` for a run from
+    before the lowering."""
+    if kernel.get("lowering") is None:
+        return "– (run before the lowering)"
+    if not kernel["lowering"]:
+        return "not lowered"
+    best = "best" if "lowering" in (kernel.get("best_origin") or "") else "not the best"
+    return f"{best}; {kernel.get('lowered_variants') or 0} variant(s)"
+
+
 def suite_table() -> list[str]:
     """The GPU benchmark suite (bench/run_suite.py): every first draft of the examples, the
     corpus and bench/suite searched under one budget, timed alone by one method; each kernel's
@@ -183,8 +195,8 @@ def suite_table() -> list[str]:
         "[fraction of the ceiling](bench/plots/suite-ceiling.png).",
         "",
         "| kernel | run | case | draft µs | best µs | × draft | × eager | × best torch.compile | "
-        "of ceiling | best found by | candidates | wall / budget |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "of ceiling | best found by | from torch.compile's kernels | candidates | wall / budget |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for k in r["kernels"]:
         if "error" in k:
@@ -201,10 +213,10 @@ def suite_table() -> list[str]:
             )
             head = f"{k['op']} | {k['run']} | " if i == 0 else " | | "
             tail = (
-                f"{found} | {fmt(k.get('candidates'), 'd')} | "
+                f"{found} | {lowered(k)} | {fmt(k.get('candidates'), 'd')} | "
                 f"{fmt(k['wall_s'], '.0f')} / {fmt(k['budget_s'], '.0f')} s"
                 if i == 0
-                else " | | "
+                else " | | | "
             )
             of = (
                 f"{c['of_ceiling']:.0%} of {c['ceiling']}"

@@ -219,6 +219,8 @@ def record(args) -> int:
                 "op": r["op"],
                 "folder": r.get("folder"),
                 "best_origin": r.get("best_origin"),
+                "lowering": r.get("lowering"),  # absent: a run from before the lowering
+                "lowered_variants": r.get("lowered_variants"),
                 "time_to_best_s": r.get("time_to_best_s"),
                 "wall_s": spent.get("wall_s"),
                 "budget_s": r.get("budget_s"),
