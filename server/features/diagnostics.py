@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 from lsprotocol import types
 
 from kernelbrain.engine.api.analysis import Finding
@@ -16,19 +18,43 @@ SEVERITY = {
 }
 
 
+# A sentence ends at a full stop followed by the start of another (a capital, code, a bracket):
+# never inside "e.g. 16384" or "2.5x".
+SENTENCE_END = re.compile(r"(?<=[^\s.]{2})\.\s+(?=[A-Z`(])")
+
+
+def one_line(message: str) -> tuple[str, str]:
+    """(the finding's first sentence on one line, the rest): the Problems view shows one line
+    per entry and cuts what is longer, so the detail goes into the related information."""
+    flat = " ".join(message.split())
+    end = SENTENCE_END.search(flat)
+    if end is None:
+        return flat, ""
+    return flat[: end.start() + 1], flat[end.end() :]
+
+
 def to_diagnostics(findings: list[Finding], doc) -> list[types.Diagnostic]:
     pos = Positions(doc)
-    return [
-        types.Diagnostic(
-            range=pos.range(f.span),
-            message=f.message,
-            severity=SEVERITY.get(f.severity, types.DiagnosticSeverity.Warning),
-            code=f.code,
-            source="kernelbrain",
-            data={"kernel": f.kernel} if f.kernel else None,
+    out = []
+    for f in findings:
+        where = pos.range(f.span)
+        summary, detail = one_line(f.message)
+        out.append(
+            types.Diagnostic(
+                range=where,
+                message=summary,
+                severity=SEVERITY.get(f.severity, types.DiagnosticSeverity.Warning),
+                code=f.code,
+                source="kernelbrain",
+                related_information=[
+                    types.DiagnosticRelatedInformation(types.Location(doc.uri, where), detail)
+                ]
+                if detail
+                else None,
+                data={"kernel": f.kernel} if f.kernel else None,
+            )
         )
-        for f in findings
-    ]
+    return out
 
 
 def register(server) -> None:

@@ -82,7 +82,7 @@ async def variant(ls: Session, params) -> dict:
 async def results(ls: Session, params) -> dict:
     """{uri, kernel} -> the last search of that kernel, for a results view: the trajectory,
     candidate counts by rung and outcome, the baseline and every variant offered now (with
-    its per-case figures and whether it was withdrawn by an edit since)."""
+    its per-case figures, whether it is the one applied, and why it was withdrawn, if it was)."""
     uri, kernel = _get(params, "uri"), _get(params, "kernel")
     if not isinstance(uri, str) or not isinstance(kernel, str):
         raise ValueError("kernelbrain/results takes {uri: string, kernel: string}")
@@ -93,6 +93,7 @@ async def results(ls: Session, params) -> dict:
         return {"found": False, "reason": f"no search of `{kernel}` yet"}
     current = ls.current_text(uri) or ""
     offers = {o.variant.id: o for o in ls.results.offers(path, kernel, current)}
+    applied = next((v for v in result.variants if v.source and v.source == current), None)
     return {
         "found": True,
         "kernel": result.kernel,
@@ -117,12 +118,26 @@ async def results(ls: Session, params) -> dict:
                 "llm": v.llm,
                 "offered": v.id in offers,
                 "stale": offers[v.id].stale if v.id in offers else None,
+                "applied": v is applied,
+                "withdrawn": withdrawn(v, offers.get(v.id), applied),
                 "explanation": v.explanation,
                 "perCase": msgspec.to_builtins(v.per_case),
             }
             for v in result.variants
         ],
     }
+
+
+def withdrawn(variant, offer, applied) -> str | None:
+    """Why a variant is no longer offered, in one line (None while it is, or once applied)."""
+    if variant is applied or offer is None or not offer.stale:
+        return None
+    if applied is not None:
+        return (
+            f"made from the kernel before `{applied.description}` was applied; "
+            "run Optimize again to search from it"
+        )
+    return f"{offer.rebased.reason}; run Optimize again"
 
 
 def jobs(ls: Session, params=None) -> dict:

@@ -205,6 +205,17 @@ async def test_optimize_preview_withdraw_apply_and_restart(workspace, tmp_path):
     assert change.text_document.version == 3
     assert texts[uri] == preview.newText
     path.write_text(texts[uri])  # the editor saves
+    replace_text(client, uri, texts[uri], 4)  # and its document now holds the variant
+    await asyncio.sleep(0.3)
+    after_apply = await client.protocol.send_request_async(
+        "kernelbrain/results", {"uri": uri, "kernel": "gelu_kernel"}
+    )
+    marked = {v.id: v for v in after_apply.variants}
+    assert marked[variant_id].applied is True and marked[variant_id].withdrawn is None
+    for other in (v for v in after_apply.variants if v.id != variant_id and v.stale):
+        assert other.withdrawn.startswith("made from the kernel before `"), other.withdrawn
+        assert "was applied; run Optimize again" in other.withdrawn
+    assert not [v for v in after_apply.variants if v.id != variant_id and v.applied]
     with WorkerPool() as pool:
         result = run_harness(pool, find_task(path, "gelu_kernel"), None, "cpu")
     assert result.accepted, result.message
@@ -330,7 +341,8 @@ async def test_compiled_view_diagnostics_without_blocking(workspace, tmp_path):
         await asyncio.sleep(0.05)
     assert latencies and max(latencies) < 0.5  # the server answered while the agent compiled
     kb202 = next(d for d in client.diagnostics[uri] if d.code == "KB202")
-    assert "32-bit" in kb202.message and "BLOCK=64" in kb202.message
+    told = " ".join([kb202.message] + [r.message for r in kb202.related_information or []])
+    assert "32-bit" in told and "BLOCK=64" in told
     hover = await client.text_document_hover_async(
         types.HoverParams(text_document=doc(uri), position=types.Position(line=12, character=6))
     )

@@ -63,12 +63,13 @@ export function statusText(server: ServerState, jobs: Job[], error?: string): St
   });
   const first = active[0];
   const more = active.length > 1 ? ` +${active.length - 1}` : "";
+  const progress = first.state === "queued" ? " queued" : ` ${Math.round((first.fraction ?? 0) * 100)}%`;
   const best =
     first.best_speedup !== null && first.best_speedup !== undefined
-      ? ` ${first.best_speedup.toFixed(2)}×${first.measured ? "" : "?"}`
+      ? ` · best ${first.best_speedup.toFixed(2)}×${first.measured ? "" : " (est.)"}`
       : "";
   return {
-    text: `$(sync~spin) ${first.kernel}${best}${more}`,
+    text: `$(sync~spin) ${first.kernel}${progress}${best}${more}`,
     tooltip: `KernelBrain searches (click to show):\n${lines.join("\n")}`,
     error: false,
   };

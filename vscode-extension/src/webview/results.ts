@@ -51,7 +51,15 @@ function render(results: any, variant: any): void {
       (v: any) =>
         `<tr><td>${esc(v.title)}${v.llm ? " (LLM)" : ""}</td><td class="num">${v.speedup.toFixed(2)}×</td>` +
         `<td>${v.measured ? "measured" : '<span class="est">estimated</span>'}</td>` +
-        `<td>${v.offered ? (v.stale ? '<span class="muted">withdrawn (edited since)</span>' : `<button data-id="${esc(v.id)}">Preview</button>`) : ""}</td></tr>`,
+        `<td>${
+          v.applied
+            ? '<b class="applied">applied</b>'
+            : v.offered
+              ? v.stale
+                ? `<span class="muted">withdrawn: ${esc(v.withdrawn ?? "edited since")}</span>`
+                : `<button data-id="${esc(v.id)}">Preview</button>`
+              : ""
+        }</td></tr>`,
     )
     .join("");
   const diff = (shown?.diff ?? "")
