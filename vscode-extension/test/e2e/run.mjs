@@ -229,7 +229,8 @@ async function trustedScenario(browser) {
     check("a notification with Cancel shows the search", (await cancel.count()) > 0);
     const running = page.locator(".statusbar-item", { hasText: "gelu_kernel" });
     await running.first().waitFor({ timeout: 30_000 });
-    check("the status bar shows the running search", true, await running.first().innerText());
+    const bar = await running.first().innerText();
+    check("the status bar shows the running search with its progress", /gelu_kernel (\d+%|queued)/.test(bar), bar);
     await page.screenshot({ path: path.join(OUT, "progress.png") });
 
     await toast.waitFor({ state: "detached", timeout: 240_000 });
@@ -263,6 +264,9 @@ async function trustedScenario(browser) {
 
     const accept = page.locator(".editor-actions a.action-label[aria-label*='Accept Variant']").first();
     await accept.waitFor({ timeout: 15_000 });
+    check("Accept and Reject are labelled buttons, not bare icons",
+      (await accept.innerText()).includes("Accept") &&
+        (await page.locator(".editor-actions a.action-label[aria-label*='Reject Variant']").first().innerText()).includes("Reject"));
     await accept.click();
     const deadline = Date.now() + 30_000;
     while (Date.now() < deadline && readFileSync(file, "utf8") === original) {
@@ -280,6 +284,8 @@ async function trustedScenario(browser) {
     const frame = page.frameLocator("iframe.webview.ready").frameLocator("iframe");
     await frame.locator("canvas#trajectory").waitFor({ timeout: 30_000 });
     check("the results view draws the trajectory", true);
+    const marked = await frame.locator("b.applied").first().waitFor({ timeout: 15_000 }).then(() => true, () => false);
+    check("the results view marks the accepted variant applied", marked);
     await runCommand(page, "Notifications: Clear All Notifications");
     await runCommand(page, "View: Close All Editors in Group");
     await page.waitForTimeout(1500);
