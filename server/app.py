@@ -172,16 +172,15 @@ class KernelBrainServer(LanguageServer):
         return self.client_trust if self.client_trust is not None else self.settings.trust_workspace
 
     def require_trust(self, what: str) -> str | None:
-        """None when trusted; else the message that says why `what` is off (told once)."""
+        """None when trusted; else the message that says why `what` is off (the caller tells
+        it: a command pressed gets it every time, a passive feature at most once)."""
         if self.trusted:
             return None
-        msg = (
+        return (
             f"KernelBrain: {what} is off until this workspace is trusted: it imports and runs "
             "the workspace's code. Static diagnostics work meanwhile. Trust the workspace in "
             "your editor, or set `kernelbrain.trustWorkspace`."
         )
-        self.tell_once(f"untrusted-{what}", msg, types.MessageType.Info)
-        return msg
 
     def on_trust_changed(self) -> None:
         """Trust granted: what was held back (compiled views) starts for the open files."""
@@ -200,11 +199,22 @@ class KernelBrainServer(LanguageServer):
             and self.settings.compiled_view
             and state.has_kernels
             and not state.index.errors
-            and self.require_trust("the compiled view") is None
+            and self._compiled_view_trusted()
         ):
             self.debouncer.schedule(
                 ("compiled", state.uri), 1.0, lambda: self.spawn(self.compiled.refresh(state.uri))
             )
+
+    def _compiled_view_trusted(self) -> bool:
+        """Whether the compiled view may run. An editor with a trust of its own (VS Code) says
+        why its restricted mode holds back features, so the server adds no second message for
+        the same cause; an editor without one is told once."""
+        if self.trusted:
+            return True
+        if self.client_trust is None:
+            why = self.require_trust("the compiled view")
+            self.tell_once("untrusted-compiled-view", why, types.MessageType.Info)
+        return False
 
     def _harness_hints(self, state: FileState) -> list[Finding]:
         if not self.settings.harness_hints:
@@ -250,7 +260,7 @@ class KernelBrainServer(LanguageServer):
         self.text_document_publish_diagnostics(
             types.PublishDiagnosticsParams(
                 uri=state.uri,
-                diagnostics=to_diagnostics(self.findings_for(state), doc),
+                diagnostics=to_diagnostics(self.findings_for(state), doc, state.uri),
                 version=state.version,
             )
         )

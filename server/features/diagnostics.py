@@ -33,7 +33,8 @@ def one_line(message: str) -> tuple[str, str]:
     return flat[: end.start() + 1], flat[end.end() :]
 
 
-def to_diagnostics(findings: list[Finding], doc) -> list[types.Diagnostic]:
+def to_diagnostics(findings: list[Finding], doc, uri: str) -> list[types.Diagnostic]:
+    """`doc`: the open document (None for a file only on disk), for positions; `uri`: its URI."""
     pos = Positions(doc)
     out = []
     for f in findings:
@@ -47,7 +48,7 @@ def to_diagnostics(findings: list[Finding], doc) -> list[types.Diagnostic]:
                 code=f.code,
                 source="kernelbrain",
                 related_information=[
-                    types.DiagnosticRelatedInformation(types.Location(doc.uri, where), detail)
+                    types.DiagnosticRelatedInformation(types.Location(uri, where), detail)
                 ]
                 if detail
                 else None,

@@ -92,3 +92,31 @@ async def test_an_untrusted_workspaces_store_is_never_opened(examples_copy, tmp_
     assert trusted.trusted is True
     await wait_until(lambda: "KB301" in codes(client, uri), 60, "the stored search, once trusted")
     await stop_client(client)
+
+
+async def test_an_editor_in_restricted_mode_gets_no_second_message_for_the_same_cause(
+    examples_copy, tmp_path
+):
+    """VS Code says itself why its restricted mode has no lens and no compiled view: opening a
+    kernel file tells the user nothing more; pressing Optimize anyway is answered once, why."""
+    record = tmp_path / "imports.txt"
+    client = await start_client(
+        examples_copy, record, configuration={"kernelbrain": {"device": "cpu"}}, trusted=False
+    )
+    uri = open_file(client, examples_copy / "ops" / "gelu.py")
+    await wait_until(lambda: codes(client, uri), 30, "static diagnostics")
+    # a file never opened has its findings too, each one line, the detail beside it
+    closed = (examples_copy / "ops" / "softmax.py").as_uri()
+    await wait_until(lambda: codes(client, closed), 30, "diagnostics of a file not open")
+    detailed = [d for d in client.diagnostics[closed] if d.related_information]
+    assert detailed and all(d.related_information[0].location.uri == closed for d in detailed)
+    await asyncio.sleep(2)  # longer than the compiled view's debounce
+    assert not any("trusted" in m.message for m in client.messages), client.messages
+    answer = await client.workspace_execute_command_async(
+        types.ExecuteCommandParams(command="kernelbrain.optimize", arguments=[uri, "gelu_kernel"])
+    )
+    assert answer["reason"] == "untrusted"
+    await wait_until(lambda: client.messages, 10, "the reason optimizing is off")
+    assert len([m for m in client.messages if "trusted" in m.message]) == 1
+    await stop_client(client)
+    assert not record.exists()
