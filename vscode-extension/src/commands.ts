@@ -151,6 +151,15 @@ export function registerCommands(context: vscode.ExtensionContext, parts: Comman
       const preview = await previews.open(uri, kernel, id);
       if (preview) {
         await results.show(uri, kernel, id, vscode.ViewColumn.Beside);
+        // the diff needs the width (code lines), the results view less: where the window holds
+        // just these two groups, give the diff two thirds instead of half (a user's own layout
+        // of more groups is left as it is)
+        if (vscode.window.tabGroups.all.length === 2) {
+          await vscode.commands.executeCommand("vscode.setEditorLayout", {
+            orientation: 0,
+            groups: [{ size: 0.66 }, { size: 0.34 }],
+          });
+        }
       }
       return preview !== undefined;
     }),

@@ -261,6 +261,10 @@ async function trustedScenario(browser) {
     await runCommand(page, "View: Hide Panel");
     await page.waitForTimeout(2500); // the results view beside it renders its chart
     await page.screenshot({ path: path.join(OUT, "preview.png") });
+    const diffBox = await page.locator(".monaco-diff-editor").first().boundingBox();
+    const viewBox = await page.locator("iframe.webview.ready").first().boundingBox();
+    check("the diff takes the wider group, the results view the narrower",
+      diffBox && viewBox && diffBox.width > 1.5 * viewBox.width, `${diffBox?.width} vs ${viewBox?.width}`);
 
     const accept = page.locator(".editor-actions a.action-label[aria-label*='Accept Variant']").first();
     await accept.waitFor({ timeout: 15_000 });
