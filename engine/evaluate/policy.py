@@ -82,6 +82,16 @@ FORBIDDEN_ATTRS = {
     "urlopen",
 }
 FORBIDDEN_NAMES = {"__builtins__", "__loader__", "__spec__"}
+# Methods Python calls while it makes a class (of a subclass, a descriptor set on one), that is
+# at import time, and at garbage collection: a candidate adds none the original lacks.
+CLASS_CREATION_HOOKS = {
+    "__init_subclass__",
+    "__set_name__",
+    "__class_getitem__",
+    "__mro_entries__",
+    "__prepare__",
+    "__del__",
+}
 # What evaluates a string as code: an annotation written as a string runs when these resolve it
 # (`def f(v: "__import__('os')")` and `typing.get_type_hints(f)`).
 EVALUATES_STRINGS = {
@@ -161,6 +171,10 @@ FORBIDDEN_PREFIXES = (
 # Reached as attributes of anything (`operator.attrgetter(...)`, `UntypedStorage.from_file`):
 # getters by name give any attribute of any object, builtins included; a file mapped in.
 FORBIDDEN_METHODS = EVALUATES_STRINGS | {
+    # set attributes named by a string on any object (`functools.update_wrapper(tl.tensor, f,
+    # assigned=("__truediv__",))` patched a class every later kernel of the runner uses)
+    "update_wrapper",
+    "wraps",
     "numpy",
     "tolist",
     "__setattr__",
@@ -927,6 +941,21 @@ def _runs_at_import(tree: ast.Module, original: ast.Module) -> Rejection | None:
                         "module-code",
                         f"class `{node.name}`'s base `{ast.unparse(base)}` runs at import time",
                         node.lineno,
+                    )
+            for keyword in node.keywords:  # `metaclass=f` calls f at import, as does any
+                if not kept(keyword.value):  # keyword through `__init_subclass__`
+                    return Rejection(
+                        "module-code",
+                        f"class `{node.name}`'s `{ast.unparse(keyword)}` runs at import time",
+                        node.lineno,
+                    )
+            for stmt in node.body:  # hooks Python calls while it makes a class
+                hook = getattr(stmt, "name", None)
+                if hook in CLASS_CREATION_HOOKS and ast.dump(stmt) not in orig_nodes:
+                    return Rejection(
+                        "module-code",
+                        f"`{node.name}.{hook}` runs when a class is made, at import time",
+                        stmt.lineno,
                     )
             for stmt in node.body:
                 found = statement(stmt, f"class `{node.name}`")

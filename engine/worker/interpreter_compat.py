@@ -376,8 +376,56 @@ def install() -> None:
     _install_bf16()
     _install_pairwise_reduce()
     _install_patch_once_per_launch()
+    _install_compile_time_constexprs()
     install_device_guards()
     _INSTALLED = True
+
+
+def _compile_time(value) -> bool:
+    """What a GPU launch takes as a constexpr: numbers, strings, None, dtypes, `tl.constexpr`,
+    Triton functions, and tuples of these."""
+    import torch
+    import triton
+    from triton import language as tl
+
+    if isinstance(value, (tuple, list)):
+        return all(map(_compile_time, value))
+    return value is None or isinstance(
+        value,
+        (
+            int,
+            float,
+            bool,
+            str,
+            tl.dtype,
+            tl.constexpr,
+            torch.dtype,
+            triton.runtime.KernelInterface,
+        ),
+    )
+
+
+def _install_compile_time_constexprs() -> None:
+    """A constexpr argument must be a compile-time value, as on a GPU: the interpreter runs the
+    kernel's body as Python and hands a constexpr over as it is, so a tensor (or a Python
+    function) given as one would let the body compute with PyTorch, out of the audit's sight
+    (a GPU launch refuses the same launch)."""
+    from triton.runtime import interpreter
+
+    original = interpreter.GridExecutor.__call__
+
+    def call(self, *args_dev, **kwargs):
+        given = dict(zip(self.arg_names, args_dev)) | kwargs
+        for name in self.constexprs:
+            if name in given and not _compile_time(given[name]):
+                raise TypeError(
+                    f"constexpr `{name}` was given a {type(given[name]).__name__}: a constexpr "
+                    "is a compile-time value (a number, a string, a dtype, a Triton function); "
+                    "a GPU launch refuses this one"
+                )
+        return original(self, *args_dev, **kwargs)
+
+    interpreter.GridExecutor.__call__ = call
 
 
 def _install_patch_once_per_launch() -> None:
@@ -392,7 +440,7 @@ def _install_patch_once_per_launch() -> None:
     from triton.runtime import interpreter
 
     original = interpreter._patch_lang
-    covering: list[frozenset[int]] = []  # the language modules each active launch patched
+    covering: list[tuple] = []  # per active launch: the language modules patched, its scope
 
     def langs(fn) -> frozenset[int]:
         return frozenset(
@@ -400,30 +448,50 @@ def _install_patch_once_per_launch() -> None:
         )
 
     class LaunchScope:
-        """A launch's patch: its restore ends what it covers."""
+        """A launch's patch and its helpers' (`nested`): its restore ends what they cover and
+        undoes them all, so between launches the language modules are as Triton made them
+        (the runner's tamper watch compares them: a candidate's patch of `tl.tensor` is one)."""
 
-        def __init__(self, scope, covered: frozenset[int]):
-            self.scope = scope
-            covering.append(covered)
+        def __init__(self, scope, covered: frozenset[int], before: list[tuple[object, set]]):
+            self.scope, self.nested, self.before = scope, [], before
+            covering.append((covered, self))
 
         def __getattr__(self, name):
             return getattr(self.scope, name)
 
         def restore(self) -> None:
             covering.pop()
+            for scope in reversed(self.nested):
+                scope.restore()
             self.scope.restore()
+            # a swap of an inherited member restores it into the class's own namespace
+            # (`tl.tensor.__repr__`): what was not there before goes again
+            for owner, names in self.before:
+                for name in set(vars(owner)) - names:
+                    try:
+                        delattr(owner, name)
+                    except (AttributeError, TypeError):
+                        pass
+
+    def namespaces() -> list[tuple[object, set]]:
+        """What a launch and its helpers patch: the language modules and their tensor classes."""
+        owners = [tl, tl.core, tl.math, tl.tensor, tl.core.tensor_descriptor_base]
+        return [(o, set(vars(o))) for o in dict.fromkeys(owners)]
 
     def patch_lang(fn):
         mine = langs(fn)
-        if covering and mine <= covering[-1]:
+        if covering and mine <= covering[-1][0]:
             return interpreter._LangPatchScope()  # inside a launch that patched these already
         if covering:  # a helper reaching a module the launch did not patch (`tl.max`, whose
-            # module holds `core`): Triton patches it and never restores it, so it stays
-            # patched for the rest of the launch
+            # module holds `core`): patched for the rest of the launch, undone at its end
+            # (Triton itself never undoes it)
             scope = original(fn)
-            covering[-1] |= mine
-            return scope
-        return LaunchScope(original(fn), mine)
+            covered, launch = covering[-1]
+            covering[-1] = (covered | mine, launch)
+            launch.nested.append(scope)
+            return interpreter._LangPatchScope()
+        before = namespaces()
+        return LaunchScope(original(fn), mine, before)
 
     interpreter._patch_lang = patch_lang
 

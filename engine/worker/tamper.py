@@ -62,8 +62,9 @@ WATCHED_PREFIXES = (
     "numpy",
 )
 # Modules that change in an honest run: caches PyTorch and Triton fill on first use, and modules
-# created per compiled kernel. Triton's interpreter swaps `triton.language`'s builtins for its
-# own while a kernel runs and leaves them swapped; on a GPU they are what compiles the original.
+# created per compiled kernel. (Triton's interpreter swaps `triton.language`'s builtins for its
+# own while a kernel runs; the CPU worker has it undo every swap when the launch ends,
+# `interpreter_compat`, so `triton.language` is watched there too.)
 NATURAL_PREFIXES = (
     "torch._dynamo",
     "torch._inductor",
@@ -71,7 +72,7 @@ NATURAL_PREFIXES = (
     "triton.runtime.cache",
     "triton._C",
     "__triton_launcher",
-) + (("triton.language",) if os.environ.get("TRITON_INTERPRET") == "1" else ())
+)
 
 
 def _state() -> dict[str, object]:

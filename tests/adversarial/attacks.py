@@ -67,6 +67,14 @@ class Attack:
     unguarded: tuple[str, str] | str | None = CONTAINED  # past the gate; None: as `gate`
 
 
+TORCH_IN_KERNEL = (
+    "@triton.jit\ndef softmax_kernel(out_ptr, x_ptr, n_cols, BLOCK: tl.constexpr, "
+    "XT: tl.constexpr, OT: tl.constexpr):\n    {body}\n\n\n"
+)
+TENSORS_AS_CONSTEXPRS = (
+    "    softmax_kernel[(n_rows,)](out, x, n_cols, BLOCK=triton.next_power_of_2(n_cols), "
+    "XT=x, OT=out)\n"
+)
 FORGED_VERDICT = (
     "from kernelbrain.engine import protocol as kb_m",
     "import sys as kb_sys, os as kb_os",
@@ -159,6 +167,68 @@ ATTACKS: dict[str, Attack] = {
     ),
     "result without any Triton launch": Attack(
         edit((LAUNCH, "    out.copy_(x * 0 + 1.0 / n_cols)\n")), ("smoke", "torch-fallback"), None
+    ),
+    # -- a kernel body that computes with PyTorch (the CPU interpreter runs it as Python) --------
+    # A GPU launch refuses a tensor or a Python function as a constexpr; the interpreter handed
+    # it over as it is, and the kernel's body, run as Python, computed out of the audit's sight.
+    "a tensor given as a constexpr, the body calling PyTorch": Attack(
+        edit(
+            (
+                KERNEL,
+                TORCH_IN_KERNEL.format(body="OT.copy_(torch.softmax(XT.float(), -1).to(OT.dtype))"),
+            ),
+            (LAUNCH, TENSORS_AS_CONSTEXPRS),
+        ),
+        ("smoke", "exception"),
+        None,
+    ),
+    "a tensor given as a constexpr, the body calling its methods": Attack(
+        edit(
+            (KERNEL, TORCH_IN_KERNEL.format(body="OT.copy_(XT.softmax(-1))")),
+            (LAUNCH, TENSORS_AS_CONSTEXPRS),
+        ),
+        ("smoke", "exception"),
+        None,
+    ),
+    "a Python function given as a constexpr": Attack(
+        edit(
+            (
+                KERNEL,
+                "@triton.jit\ndef softmax_kernel(out_ptr, x_ptr, n_cols, BLOCK: tl.constexpr, "
+                "FN: tl.constexpr):\n    FN()\n\n\n",
+            ),
+            (
+                LAUNCH,
+                "    softmax_kernel[(n_rows,)](out, x, n_cols, BLOCK=triton.next_power_of_2("
+                "n_cols), FN=lambda: out.copy_(x.softmax(-1)))\n",
+            ),
+        ),
+        ("smoke", "exception"),
+        None,
+    ),  # fmt: skip
+    # -- a class of the language patched by name: every later kernel of the runner computes wrong --
+    "a language class patched through functools.update_wrapper": Attack(
+        at_top(
+            "import functools",
+            "class _Sab:",
+            "    def __truediv__(self, other):",
+            "        return self * other",
+            launcher=(
+                "functools.update_wrapper(tl.tensor, _Sab, assigned=('__truediv__',), updated=())",
+            ),
+        ),
+        ("gate", "forbidden-attribute"),
+        ("smoke", "tampered"),  # past the gate the runner's watch sees the class changed
+    ),  # fmt: skip
+    "a metaclass that runs at import": Attack(
+        at_top(
+            "def _mk(name, bases, ns):",
+            "    return torch.zeros(1)",
+            "class _Boot(metaclass=_mk):",
+            "    pass",
+        ),
+        ("gate", "module-code"),
+        CONTAINED,
     ),
     # -- hangs and crashes ---------------------------------------------------------------------
     "infinite loop": Attack(
