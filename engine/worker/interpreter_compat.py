@@ -390,19 +390,10 @@ def _compile_time(value) -> bool:
 
     if isinstance(value, (tuple, list)):
         return all(map(_compile_time, value))
-    return value is None or isinstance(
-        value,
-        (
-            int,
-            float,
-            bool,
-            str,
-            tl.dtype,
-            tl.constexpr,
-            torch.dtype,
-            triton.runtime.KernelInterface,
-        ),
-    )
+    if isinstance(value, tl.constexpr):  # `tl.constexpr(x)` wraps what it is given
+        return _compile_time(value.value)
+    kinds = (int, float, bool, str, tl.dtype, torch.dtype, triton.runtime.KernelInterface)
+    return value is None or isinstance(value, kinds)
 
 
 def _install_compile_time_constexprs() -> None:
@@ -418,8 +409,9 @@ def _install_compile_time_constexprs() -> None:
         given = dict(zip(self.arg_names, args_dev)) | kwargs
         for name in self.constexprs:
             if name in given and not _compile_time(given[name]):
+                given_kind = type(getattr(given[name], "value", given[name])).__name__
                 raise TypeError(
-                    f"constexpr `{name}` was given a {type(given[name]).__name__}: a constexpr "
+                    f"constexpr `{name}` was given a {given_kind}: a constexpr "
                     "is a compile-time value (a number, a string, a dtype, a Triton function); "
                     "a GPU launch refuses this one"
                 )

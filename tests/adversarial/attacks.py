@@ -190,6 +190,19 @@ ATTACKS: dict[str, Attack] = {
         ("smoke", "exception"),
         None,
     ),
+    "a tensor wrapped in tl.constexpr, given as a constexpr": Attack(
+        edit(
+            (KERNEL, TORCH_IN_KERNEL.format(body="OT.value.copy_(XT.value.softmax(-1))")),
+            (
+                LAUNCH,
+                TENSORS_AS_CONSTEXPRS.replace(
+                    "XT=x, OT=out", "XT=tl.constexpr(x), OT=tl.constexpr(out)"
+                ),
+            ),
+        ),
+        ("smoke", "exception"),
+        None,
+    ),  # fmt: skip
     "a Python function given as a constexpr": Attack(
         edit(
             (
