@@ -172,13 +172,7 @@ class Search:
         pop, fresh, turn, seen = self.population, [], {}, set(self.population.nodes)
         for parent in parents:
             parent.expanded = True
-            ctx = MutationContext(
-                self.task,
-                parent.source,
-                seed=self.seed,
-                previous=pop.paid_step(parent),
-                suggested=pop.compiler_configs,
-            )
+            ctx = mutation_context(self.task, self.seed, pop, parent)
             for name, mut in self.mutators.items():
                 taken = 0
                 try:
@@ -227,9 +221,7 @@ class Search:
             lowered = self.lowering.nodes(
                 self.evaluator.call, self.device, self.meter, self.ledger.notes
             )
-            self.population.compile_us = self.lowering.compile_us
-            self.population.compiler_kernels = self.lowering.kernels
-            self.population.compiler_configs = self.lowering.configs
+            self.lowering.tell(self.population)
             if lowered:
                 self.ladder.generation(lowered)
         replayed = self.experience.replays(set(self.population.nodes), self.llm_step)
@@ -349,3 +341,15 @@ class Search:
         was resumed from an earlier search)."""
         point = self.ledger.verified_at(self.population.best_id)
         return point.gpu_s if self.gpu and point else None
+
+
+def mutation_context(task, seed: int, pop: Population, parent: Node) -> MutationContext:
+    """What the mutators see of a parent: its source, the step that made it where that paid,
+    and the configurations torch.compile chose for the reference (tried first)."""
+    return MutationContext(
+        task,
+        parent.source,
+        seed=seed,
+        previous=pop.paid_step(parent),
+        suggested=pop.compiler_configs,
+    )

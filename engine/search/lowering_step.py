@@ -83,6 +83,14 @@ class LoweringStep:
             cache.put(mode, answer)
         return answer
 
+    def tell(self, pop) -> None:
+        """What the lowering learned, for the rest of the search: torch.compile's times per case
+        (every view of the result), its kernels (the LLM's prompt), its configurations (the
+        config mutator)."""
+        pop.compile_us = self.compile_us
+        pop.compiler_kernels = self.kernels
+        pop.compiler_configs = self.configs
+
     def nodes(self, call: Callable, device: str, meter: Meter, notes: list[str]) -> list[Node]:
         """One node per torch.compile mode whose kernels the transplant could write; what
         stopped the others goes into `notes`."""
