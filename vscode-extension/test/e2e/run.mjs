@@ -231,6 +231,15 @@ async function trustedScenario(browser) {
     await running.first().waitFor({ timeout: 30_000 });
     const bar = await running.first().innerText();
     check("the status bar shows the running search with its progress", /gelu_kernel (\d+%|queued)/.test(bar), bar);
+    // once a variant is verified the status bar says the best so far, until the search ends
+    let bestSeen = "";
+    const until = Date.now() + 240_000;
+    while (Date.now() < until && !bestSeen && (await toast.count()) > 0) {
+      const text = await running.first().innerText().catch(() => "");
+      bestSeen = /\d+% · best \d+\.\d\d×/.test(text) ? text : "";
+      if (!bestSeen) await page.waitForTimeout(300);
+    }
+    check("the status bar shows the best so far while the search runs", bestSeen !== "", bestSeen);
     await page.screenshot({ path: path.join(OUT, "progress.png") });
 
     await toast.waitFor({ state: "detached", timeout: 240_000 });
