@@ -943,15 +943,20 @@ def _runs_at_import(tree: ast.Module, original: ast.Module) -> Rejection | None:
                         node.lineno,
                     )
             for keyword in node.keywords:  # `metaclass=f` calls f at import, as does any
-                if not kept(keyword.value):  # keyword through `__init_subclass__`
+                if ast.dump(keyword) not in orig_nodes:  # keyword through `__init_subclass__`
                     return Rejection(
                         "module-code",
                         f"class `{node.name}`'s `{ast.unparse(keyword)}` runs at import time",
                         node.lineno,
                     )
-            for stmt in node.body:  # hooks Python calls while it makes a class
-                hook = getattr(stmt, "name", None)
-                if hook in CLASS_CREATION_HOOKS and ast.dump(stmt) not in orig_nodes:
+            for stmt in node.body:  # hooks Python calls while it makes a class, def'd or bound
+                names = [getattr(stmt, "name", None)] + [
+                    t.id
+                    for t in getattr(stmt, "targets", [getattr(stmt, "target", None)])
+                    if isinstance(t, ast.Name)
+                ]
+                hook = next((n for n in names if n in CLASS_CREATION_HOOKS), None)
+                if hook is not None and ast.dump(stmt) not in orig_nodes:
                     return Rejection(
                         "module-code",
                         f"`{node.name}.{hook}` runs when a class is made, at import time",

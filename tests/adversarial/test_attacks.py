@@ -560,7 +560,41 @@ RED_TEAM_GATE_7 = {
         launcher=("operator.setitem((KB_M, 0)[0], 'n', 1)",),
     ),
 }
-ALL_GATE = RED_TEAM_GATE | RED_TEAM_GATE_4 | RED_TEAM_GATE_5 | RED_TEAM_GATE_6 | RED_TEAM_GATE_7
+# Red team 5: code Python runs while it makes a class, and setting attributes by name.
+RED_TEAM_GATE_8 = {
+    "a metaclass function": at_top(
+        "def _mk(name, bases, ns):", "    return 1", "class _B(metaclass=_mk):", "    pass"
+    ),
+    "a keyword a base's __init_subclass__ takes": at_top(
+        "class _A:", "    pass", "class _B(_A, flag=1):", "    pass"
+    ),
+    "an __init_subclass__ defined": at_top(
+        "class _A:",
+        "    def __init_subclass__(cls):",
+        "        cls.n = 1",
+        "class _B(_A):",
+        "    pass",
+    ),
+    "an __init_subclass__ assigned": at_top(
+        "def _hook(cls):", "    return None", "class _A:", "    __init_subclass__ = _hook"
+    ),
+    "a finalizer": at_top("class _A:", "    def __del__(self):", "        return None"),
+    "functools.wraps on a class": at_top(
+        "import functools", launcher=("functools.wraps(len)(tl.tensor)",)
+    ),
+    "update_wrapper imported by name": at_top(
+        "from functools import update_wrapper as _uw",
+        launcher=("_uw(tl.tensor, len, assigned=('__name__',), updated=())",),
+    ),
+}
+ALL_GATE = (
+    RED_TEAM_GATE
+    | RED_TEAM_GATE_4
+    | RED_TEAM_GATE_5
+    | RED_TEAM_GATE_6
+    | RED_TEAM_GATE_7
+    | RED_TEAM_GATE_8
+)
 
 
 @pytest.mark.parametrize("name", sorted(ALL_GATE))
